@@ -1,0 +1,53 @@
+# Two commands do all the set-up on a fresh machine: `make demo` and `make test`.
+PYTHON ?= python3
+VENV   ?= .venv
+# The torch build to install first. The default is the CPU wheel; on a GPU machine pass e.g.
+# TORCH='torch==2.13.0' with PIP_INDEX_URL pointing at the CUDA wheel index.
+TORCH  ?= torch==2.13.0
+BIN    := $(VENV)/bin
+# The constraints file holds $(TORCH); every pip step below reads it, so no later step (an
+# upgrade, an extra, a dependency asking for a newer torch) can swap the build.
+CONSTRAINTS := $(VENV)/constraints.txt
+STAMP  := $(VENV)/.installed
+
+.PHONY: setup demo test test-slow lint format clean
+
+setup: $(STAMP)
+
+# Re-runs only when pyproject.toml, this Makefile or $(TORCH) changed.
+$(STAMP): pyproject.toml Makefile
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@echo '$(TORCH)' > $(CONSTRAINTS).new
+	@cmp -s $(CONSTRAINTS).new $(CONSTRAINTS) || mv $(CONSTRAINTS).new $(CONSTRAINTS)
+	@rm -f $(CONSTRAINTS).new
+	$(BIN)/pip install --disable-pip-version-check -q -c $(CONSTRAINTS) '$(TORCH)'
+	$(BIN)/pip install --disable-pip-version-check -q -c $(CONSTRAINTS) -e '.[dev]'
+	@echo '$(TORCH)' > $@
+
+# A changed TORCH forces a reinstall.
+ifneq ($(shell cat $(STAMP) 2>/dev/null),$(TORCH))
+$(STAMP): FORCE
+endif
+.PHONY: FORCE
+FORCE:
+
+demo: setup
+	$(BIN)/nas train
+
+test: setup
+	$(BIN)/python -m pytest -q
+
+test-slow: setup
+	$(BIN)/python -m pytest -q -m slow
+
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+format: setup
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

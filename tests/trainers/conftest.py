@@ -1,0 +1,31 @@
+"""Shared tiny configurations for the model tests."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+from trainers.config import ModelConfig, valid_wirings
+
+WIRINGS = valid_wirings()
+
+
+def tiny(**overrides: object) -> ModelConfig:
+    """A model small enough that depth 64 runs in well under a second on a CPU."""
+    base = ModelConfig(
+        vocab_size=32, d_model=16, n_heads=2, n_layers=2, seq_len=12, attnres_blocks=2
+    )
+    return dataclasses.replace(base, **overrides)
+
+
+@pytest.fixture(params=WIRINGS, ids=["-".join(w) for w in WIRINGS])
+def wiring(request: pytest.FixtureRequest) -> dict[str, str]:
+    residual, placement, norm = request.param
+    return {"residual": residual, "placement": placement, "norm": norm}
+
+
+@pytest.fixture(autouse=True)
+def _seed() -> None:
+    torch.manual_seed(0)

@@ -1,0 +1,150 @@
+"""Properties of Full and Block AttnRes that follow from the equations in variants.md."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tests.trainers.conftest import tiny
+from trainers.model import DeepTransformer, num_params
+from trainers.residual.block_attnres import block_starts
+
+
+def _logits(model: DeepTransformer, idx: torch.Tensor) -> torch.Tensor:
+    return model.eval()(idx)
+
+
+@pytest.mark.parametrize("residual", ["attnres", "block_attnres"])
+@pytest.mark.parametrize("placement", ["pre", "sandwich"])
+@pytest.mark.parametrize("norm", ["rmsnorm", "layernorm"])
+def test_zero_query_equals_standard(residual: str, placement: str, norm: str) -> None:
+    """With zero pseudo-queries the mix is the mean of the sources; the scale-invariant input
+    norm makes that the pre-norm residual sum, so logits match a standard model's state dict."""
+    kw = dict(n_layers=6, d_model=32, n_heads=4, norm_eps=1e-12, placement=placement, norm=norm)
+    standard = DeepTransformer(tiny(**kw)).double()
+    variant = DeepTransformer(tiny(residual=residual, attnres_blocks=3, **kw)).double()
+    missing, unexpected = variant.load_state_dict(standard.state_dict(), strict=False)
+    assert not unexpected, "AttnRes must keep every parameter name of the standard model"
+    assert missing and all(".mix." in k or k.startswith("stream.out_site.") for k in missing)
+    idx = torch.randint(0, 32, (3, 12))
+    diff = (_logits(standard, idx) - _logits(variant, idx)).abs().max()
+    assert diff < 1e-6
+
+
+def test_epsilon_breaks_the_equivalence_measurably() -> None:
+    """At the usual eps=1e-6, the mean's smaller scale meets eps in the norm: logits differ."""
+    kw = dict(n_layers=6, d_model=32, n_heads=4, norm_eps=1e-6, init_std=0.002)
+    standard = DeepTransformer(tiny(**kw)).double()
+    variant = DeepTransformer(tiny(residual="attnres", **kw)).double()
+    variant.load_state_dict(standard.state_dict(), strict=False)
+    idx = torch.randint(0, 32, (3, 12))
+    assert (_logits(standard, idx) - _logits(variant, idx)).abs().max() > 1e-9
+
+
+def _randomize_mixing(model: DeepTransformer) -> None:
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if ".mix." in name or name.startswith("stream.out_site."):
+                p.copy_(torch.randn_like(p))
+
+
+@pytest.mark.parametrize("n_layers", [1, 3, 5])
+def test_block_with_one_sublayer_per_block_is_full(n_layers: int) -> None:
+    """attnres_blocks = 2*n_layers puts each sublayer in its own block: Full AttnRes."""
+    full = DeepTransformer(tiny(residual="attnres", n_layers=n_layers)).double()
+    _randomize_mixing(full)  # non-trivial weights, so the test sees the mixing
+    block = DeepTransformer(
+        tiny(residual="block_attnres", n_layers=n_layers, attnres_blocks=2 * n_layers)
+    ).double()
+    block.load_state_dict(full.state_dict())  # strict: the same parameter names
+    idx = torch.randint(0, 32, (2, 12))
+    torch.testing.assert_close(_logits(block, idx), _logits(full, idx), rtol=0, atol=1e-12)
+
+
+def test_one_block_is_standard_residual_with_embedding_apart() -> None:
+    """N = 1 with zero queries: one block, so every sublayer sees [embedding, partial sum].
+
+    The residual eps=1e-12 inside the norms moves the result by ~eps/rms^2 relative; 1e-6 is
+    the issue's bound for the same effect."""
+    kw = dict(n_layers=4, norm_eps=1e-12)
+    standard = DeepTransformer(tiny(**kw)).double()
+    block = DeepTransformer(tiny(residual="block_attnres", attnres_blocks=1, **kw)).double()
+    block.load_state_dict(standard.state_dict(), strict=False)
+    idx = torch.randint(0, 32, (2, 12))
+    assert (_logits(block, idx) - _logits(standard, idx)).abs().max() < 1e-6
+
+
+@pytest.mark.parametrize("n_layers,d_model", [(1, 16), (6, 32), (12, 64)])
+@pytest.mark.parametrize("residual", ["attnres", "block_attnres"])
+def test_added_parameter_count(n_layers: int, d_model: int, residual: str) -> None:
+    """AttnRes adds (4*n_layers + 2)*d_model parameters: a query and a gain per site."""
+    kw = dict(n_layers=n_layers, d_model=d_model, n_heads=4)
+    base = num_params(DeepTransformer(tiny(**kw)))
+    assert (
+        num_params(DeepTransformer(tiny(residual=residual, **kw))) - base
+        == (4 * n_layers + 2) * d_model
+    )
+
+
+def test_queries_are_zero_at_init() -> None:
+    """Every pseudo-query starts at zero (paper section 5) and every key gain at one."""
+    model = DeepTransformer(tiny(residual="attnres", n_layers=3))
+    for name, p in model.named_parameters():
+        if name.endswith(".query"):
+            assert torch.count_nonzero(p) == 0
+        if name.endswith(".key_norm_weight"):
+            assert torch.all(p == 1)
+
+
+@pytest.mark.parametrize(
+    "n_sublayers,n_blocks,expected",
+    [(8, 4, {2, 4, 6}), (8, 1, set()), (8, 8, {1, 2, 3, 4, 5, 6, 7}), (10, 4, {2, 4, 6})],
+)
+def test_block_starts(n_sublayers: int, n_blocks: int, expected: set[int]) -> None:
+    """Blocks of S = L // N sublayers, the last one holding the remainder: exactly N blocks."""
+    assert block_starts(n_sublayers, n_blocks) == expected
+
+
+def _su_example_sources() -> list[list[frozenset[int]]]:
+    """Su's worked example (S = 3): which outputs each of f_1..f_7 mixes, as sets of indices."""
+    e = frozenset({0})
+    b1 = frozenset({1, 2, 3})
+    return [
+        [e],
+        [e, frozenset({1})],
+        [e, frozenset({1, 2})],
+        [e, b1],
+        [e, b1, frozenset({4})],
+        [e, b1, frozenset({4, 5})],
+        [e, b1, frozenset({4, 5, 6})],
+    ]
+
+
+def test_block_sources_follow_the_worked_example() -> None:
+    """With S = 3 the sources of each sublayer match Su's worked example, tracked symbolically."""
+    from trainers.residual.block_attnres import BlockAttnResSite, BlockSources
+
+    seen: list[list[frozenset[int]]] = []
+    starts = block_starts(9, 3)  # 9 sublayers, S = 3
+
+    class Tag(torch.nn.Module):
+        """A branch whose output is a one-hot 'tag' of its sublayer, so sums are index sets."""
+
+        def __init__(self, j: int) -> None:
+            super().__init__()
+            self.j = j
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.nn.functional.one_hot(torch.tensor(self.j), 16).double()
+
+    state = BlockSources(1e-6)
+    state.append(Tag(0)(torch.zeros(1)))
+    for j in range(1, 8):
+        site = BlockAttnResSite(16, (j - 1) in starts).double()
+        if site.starts_block:
+            state.close_block()
+        values, _ = state.sources()
+        seen.append([frozenset(v.nonzero().flatten().tolist()) for v in values])
+        site.starts_block = False  # already closed above
+        site(state, Tag(j))
+    assert seen == _su_example_sources()

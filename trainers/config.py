@@ -1,0 +1,233 @@
+"""Typed, frozen, validated configuration: one field per architecture or training choice.
+
+Each closed set is a ``Literal`` whose values are registry keys (``trainers.residual``,
+``trainers.placement``, ``trainers.norms``, ``trainers.data``); a test keeps them in sync. This module
+imports no torch so that search spaces and the CLI can validate configurations cheaply.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Literal, get_args
+
+ResidualName = Literal["standard", "attnres", "block_attnres"]
+PlacementName = Literal["pre", "post", "sandwich", "none"]
+NormName = Literal["layernorm", "rmsnorm"]
+PositionName = Literal["learned", "rope"]
+DataSource = Literal["stdlib", "text", "tokens", "synthetic"]
+Precision = Literal["auto", "32-true", "64-true", "bf16-mixed", "16-mixed", "bf16-true"]
+
+# The validity matrix: the placements each residual type is defined for. AttnRes mixes sources
+# with a softmax whose weights sum to one, which is only equivalent to a residual sum when the
+# sublayer normalizes its input (pre, sandwich); post-norm and no-norm wiring are undefined for it.
+VALID_PLACEMENTS: dict[str, tuple[str, ...]] = {
+    "standard": ("pre", "post", "sandwich", "none"),
+    "attnres": ("pre", "sandwich"),
+    "block_attnres": ("pre", "sandwich"),
+}
+
+MAX_LAYERS = 1024
+
+
+def _help(text: str, default: Any) -> Any:
+    return field(default=default, metadata={"help": text})
+
+
+def _choices(section: str, name: str, value: object, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise ValueError(
+            f"{section}.{name}: {value!r} is not allowed; choose one of: {', '.join(allowed)}"
+        )
+
+
+def _at_least(section: str, name: str, value: float, low: float) -> None:
+    if value < low:
+        raise ValueError(f"{section}.{name}: {value!r} is too small; it must be >= {low}")
+
+
+def _in_range(section: str, name: str, value: float, low: float, high: float) -> None:
+    if not low <= value <= high:
+        raise ValueError(f"{section}.{name}: {value!r} is out of range; allowed: {low} to {high}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelConfig:
+    """The architecture of one decoder-only causal Transformer LM."""
+
+    vocab_size: int = _help("Vocabulary size (256 for byte-level data).", 256)
+    d_model: int = _help("Width of the residual stream.", 128)
+    n_heads: int = _help("Attention heads; must divide d_model.", 4)
+    n_layers: int = _help("Transformer blocks (each: one attention and one MLP sublayer).", 4)
+    mlp_ratio: float = _help("MLP hidden width as a multiple of d_model.", 4.0)
+    seq_len: int = _help("Maximum sequence length (context) in tokens.", 128)
+    dropout: float = _help("Dropout on attention weights and on each sublayer output.", 0.0)
+    bias: bool = _help("Biases in linear layers.", False)
+    tie_embeddings: bool = _help("Share the token embedding with the LM head.", True)
+    pos: PositionName = _help("Positions: 'learned' absolute embeddings or 'rope' rotary.", "rope")
+    rope_base: float = _help("Rotary base frequency.", 10000.0)
+    residual: ResidualName = _help(
+        "How sublayer outputs are combined (the residual wiring).", "standard"
+    )
+    placement: PlacementName = _help("Where norms sit around each sublayer.", "pre")
+    norm: NormName = _help("Normalization layer.", "rmsnorm")
+    norm_eps: float = _help("Epsilon of every norm (also AttnRes key norms).", 1e-6)
+    attnres_blocks: int = _help(
+        "Block AttnRes: number of blocks N the 2*n_layers sublayers are split into.", 8
+    )
+    init_std: float = _help("Std of the normal init of linear and embedding weights.", 0.02)
+    scaled_init: bool = _help(
+        "Scale output-projection init by 1/sqrt(2*n_layers) (GPT-2 style).", True
+    )
+
+    def __post_init__(self) -> None:
+        s = "model"
+        _choices(s, "residual", self.residual, get_args(ResidualName))
+        _choices(s, "placement", self.placement, get_args(PlacementName))
+        _choices(s, "norm", self.norm, get_args(NormName))
+        _choices(s, "pos", self.pos, get_args(PositionName))
+        _at_least(s, "vocab_size", self.vocab_size, 2)
+        _at_least(s, "d_model", self.d_model, 1)
+        _at_least(s, "n_heads", self.n_heads, 1)
+        _in_range(s, "n_layers", self.n_layers, 1, MAX_LAYERS)
+        _at_least(s, "seq_len", self.seq_len, 1)
+        _in_range(s, "dropout", self.dropout, 0.0, 0.999)
+        if self.mlp_ratio <= 0:
+            raise ValueError(f"{s}.mlp_ratio: {self.mlp_ratio!r} must be > 0")
+        if self.norm_eps <= 0 or self.init_std <= 0 or self.rope_base <= 0:
+            raise ValueError(f"{s}: norm_eps, init_std and rope_base must be > 0")
+        if self.d_model % self.n_heads:
+            divisors = [h for h in range(1, self.d_model + 1) if self.d_model % h == 0]
+            raise ValueError(
+                f"{s}.n_heads: {self.n_heads} does not divide d_model={self.d_model}; "
+                f"allowed: {', '.join(map(str, divisors))}"
+            )
+        if self.pos == "rope" and self.head_dim % 2:
+            raise ValueError(
+                f"{s}.pos: 'rope' needs an even head dimension, got d_model/n_heads={self.head_dim}"
+            )
+        _choices(s, "placement", self.placement, VALID_PLACEMENTS[self.residual])
+        if self.residual == "block_attnres":
+            _in_range(s, "attnres_blocks", self.attnres_blocks, 1, self.n_sublayers)
+
+    @property
+    def head_dim(self) -> int:
+        return self.d_model // self.n_heads
+
+    @property
+    def n_sublayers(self) -> int:
+        """Attention and MLP sublayers in execution order: the AttnRes paper's "layers"."""
+        return 2 * self.n_layers
+
+    @property
+    def mlp_hidden(self) -> int:
+        return max(1, round(self.mlp_ratio * self.d_model))
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainConfig:
+    """Optimization and the Lightning Trainer."""
+
+    seed: int = _help("Seed for initialization, data order and dropout.", 0)
+    batch_size: int = _help("Sequences per optimizer step.", 16)
+    max_steps: int = _help("Optimizer steps.", 300)
+    lr: float = _help("Peak learning rate (AdamW).", 3e-3)
+    min_lr_ratio: float = _help("Final learning rate as a fraction of lr (cosine floor).", 0.1)
+    warmup_steps: int = _help("Linear warm-up steps before cosine decay.", 30)
+    weight_decay: float = _help("AdamW weight decay (never on norms, biases, gains, queries).", 0.1)
+    beta1: float = _help("AdamW beta1.", 0.9)
+    beta2: float = _help("AdamW beta2.", 0.95)
+    grad_clip: float = _help("Gradient-norm clipping (0 turns it off).", 1.0)
+    val_every: int = _help("Validate every this many steps (and at the end).", 100)
+    val_batches: int = _help("Validation batches per validation.", 8)
+    log_every: int = _help("Log training loss every this many steps.", 10)
+    precision: Precision = _help(
+        "Lightning precision; 'auto' is bf16-mixed on a GPU and 32-true on a CPU.", "auto"
+    )
+    accelerator: str = _help("Lightning accelerator: auto, cpu, gpu, ...", "auto")
+
+    def __post_init__(self) -> None:
+        s = "train"
+        _choices(s, "precision", self.precision, get_args(Precision))
+        for name in ("batch_size", "max_steps", "val_every", "val_batches", "log_every"):
+            _at_least(s, name, getattr(self, name), 1)
+        _at_least(s, "warmup_steps", self.warmup_steps, 0)
+        if self.lr <= 0:
+            raise ValueError(f"{s}.lr: {self.lr!r} must be > 0")
+        _in_range(s, "min_lr_ratio", self.min_lr_ratio, 0.0, 1.0)
+        _at_least(s, "weight_decay", self.weight_decay, 0.0)
+        _in_range(s, "beta1", self.beta1, 0.0, 0.9999)
+        _in_range(s, "beta2", self.beta2, 0.0, 0.9999)
+        _at_least(s, "grad_clip", self.grad_clip, 0.0)
+
+
+@dataclass(frozen=True, kw_only=True)
+class DataConfig:
+    """Where the tokens come from. Every source works offline."""
+
+    source: DataSource = _help(
+        "stdlib: the running Python's standard-library source as bytes; text: a file or folder "
+        "as bytes; tokens: nanoGPT train.bin/val.bin (uint16); synthetic: k-hop pointer chasing.",
+        "stdlib",
+    )
+    path: str = _help("File or folder for 'text' and 'tokens'.", "")
+    val_fraction: float = _help("Held-out fraction for 'stdlib' (by file) and 'text' (tail).", 0.1)
+    max_bytes: int = _help("Cap on the default corpus size in bytes (0: no cap).", 16_000_000)
+    cache_dir: str = _help("Cache folder for the default corpus ('' = ~/.cache/...).", "")
+    hops: int = _help("synthetic: pointer hops needed per answer (the depth the task needs).", 2)
+    n_symbols: int = _help("synthetic: distinct symbols the pointer function ranges over.", 32)
+
+    def __post_init__(self) -> None:
+        s = "data"
+        _choices(s, "source", self.source, get_args(DataSource))
+        _in_range(s, "val_fraction", self.val_fraction, 0.001, 0.5)
+        _at_least(s, "max_bytes", self.max_bytes, 0)
+        _at_least(s, "hops", self.hops, 1)
+        _at_least(s, "n_symbols", self.n_symbols, 2)
+        if self.source in ("text", "tokens") and not self.path:
+            raise ValueError(f"{s}.path: source {self.source!r} needs a path to a file or folder")
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunConfig:
+    """Everything one training run needs; the unit a sweep samples and MLflow records."""
+
+    model: ModelConfig = field(default_factory=ModelConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+
+
+SECTIONS: dict[str, type[Any]] = {"model": ModelConfig, "train": TrainConfig, "data": DataConfig}
+
+
+def to_dict(cfg: RunConfig) -> dict[str, dict[str, Any]]:
+    """Nested plain dict (YAML/JSON friendly)."""
+    return {name: dataclasses.asdict(getattr(cfg, name)) for name in SECTIONS}
+
+
+def flatten(cfg: RunConfig) -> dict[str, Any]:
+    """Dotted names (``model.residual``) to values: the MLflow parameter names."""
+    return {f"{s}.{k}": v for s, sec in to_dict(cfg).items() for k, v in sec.items()}
+
+
+def valid_wirings() -> list[tuple[str, str, str]]:
+    """Every valid (residual, placement, norm): what the contract tests run over."""
+    return [
+        (r, p, n)
+        for r in get_args(ResidualName)
+        for p in VALID_PLACEMENTS[r]
+        for n in get_args(NormName)
+    ]
+
+
+def validity_matrix_markdown() -> str:
+    """The residual x placement validity table (every norm is valid wherever a cell is)."""
+    placements = get_args(PlacementName)
+    lines = [
+        "| residual | " + " | ".join(placements) + " |",
+        "| --- | " + " | ".join("---" for _ in placements) + " |",
+    ]
+    for r in get_args(ResidualName):
+        cells = ("yes" if p in VALID_PLACEMENTS[r] else "—" for p in placements)
+        lines.append(f"| `{r}` | " + " | ".join(cells) + " |")
+    return "\n".join(lines)

@@ -1,0 +1,147 @@
+"""Building a RunConfig from YAML files and ``--set section.field=value`` overrides.
+
+Every error is a ``ValueError`` whose message names the key and what is allowed, so the CLI can
+print it as one line.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any, Literal, get_args, get_origin
+
+from trainers.config import SECTIONS, RunConfig, to_dict
+
+
+def _field_types(cls: type[Any]) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def _type_name(tp: Any) -> str:
+    if get_origin(tp) is Literal:
+        return "one of " + ", ".join(map(str, get_args(tp)))
+    return getattr(tp, "__name__", str(tp))
+
+
+def _check_value(key: str, tp: Any, value: Any) -> Any:
+    """Accept a YAML-typed value for a field of type ``tp`` (ints widen to floats)."""
+    ok = {
+        bool: isinstance(value, bool),
+        int: isinstance(value, int) and not isinstance(value, bool),
+        float: isinstance(value, (int, float)) and not isinstance(value, bool),
+        str: isinstance(value, str),
+    }
+    base = str if get_origin(tp) is Literal else tp
+    if not ok.get(base, True):
+        raise ValueError(f"{key}: {value!r} has the wrong type; expected {_type_name(tp)}")
+    return float(value) if base is float else value
+
+
+def _parse_text(key: str, tp: Any, text: str) -> Any:
+    """Turn the text of a ``--set`` value into the field's type."""
+    base = str if get_origin(tp) is Literal else tp
+    try:
+        if base is bool:
+            lowered = text.strip().lower()
+            if lowered not in ("true", "false", "1", "0", "yes", "no"):
+                raise ValueError
+            return lowered in ("true", "1", "yes")
+        if base is int:
+            return int(text)
+        if base is float:
+            return float(text)
+    except ValueError:
+        raise ValueError(f"{key}: {text!r} is not a valid {_type_name(tp)}") from None
+    return text
+
+
+def _split_key(key: str) -> tuple[str, str, Any]:
+    section, _, name = key.partition(".")
+    if section not in SECTIONS or not name:
+        raise ValueError(
+            f"{key!r}: unknown key; keys look like <section>.<field> with section "
+            f"one of: {', '.join(SECTIONS)}"
+        )
+    types = _field_types(SECTIONS[section])
+    if name not in types:
+        raise ValueError(f"{key!r}: unknown field; {section} fields are: {', '.join(types)}")
+    return section, name, types[name]
+
+
+def _merge(data: Mapping[str, Any], base: RunConfig | None) -> dict[str, dict[str, Any]]:
+    """Check keys and value types of ``data`` and lay them over ``base`` as plain dicts."""
+    if not isinstance(data, Mapping):
+        raise ValueError(f"config must be a mapping of sections ({', '.join(SECTIONS)})")
+    merged = to_dict(base or RunConfig())
+    for section, values in data.items():
+        if section not in SECTIONS:
+            raise ValueError(f"{section!r}: unknown section; allowed: {', '.join(SECTIONS)}")
+        if not isinstance(values, Mapping):
+            raise ValueError(f"{section}: expected a mapping of fields, got {values!r}")
+        for name, value in values.items():
+            key = f"{section}.{name}"
+            _, _, tp = _split_key(key)
+            merged[section][name] = _check_value(key, tp, value)
+    return merged
+
+
+def from_dict(data: Mapping[str, Any], base: RunConfig | None = None) -> RunConfig:
+    """A validated RunConfig from a nested mapping, over ``base`` (defaults when None)."""
+    merged = _merge(data, base)
+    return RunConfig(**{s: cls(**merged[s]) for s, cls in SECTIONS.items()})
+
+
+def parse_overrides(pairs: Iterable[str]) -> dict[str, dict[str, Any]]:
+    """``["model.n_layers=32", ...]`` to a nested dict of typed values."""
+    nested: dict[str, dict[str, Any]] = {}
+    for pair in pairs:
+        key, sep, text = pair.partition("=")
+        if not sep:
+            raise ValueError(f"--set {pair!r}: expected <section>.<field>=<value>")
+        section, name, tp = _split_key(key.strip())
+        nested.setdefault(section, {})[name] = _parse_text(key.strip(), tp, text.strip())
+    return nested
+
+
+def load_yaml(path: str | Path) -> dict[str, Any]:
+    """Read a config file with ``yaml.safe_load``."""
+    import yaml
+
+    p = Path(path)
+    if not p.is_file():
+        raise ValueError("no such file")
+    try:
+        data = yaml.safe_load(p.read_text())
+    except yaml.YAMLError as err:
+        raise ValueError(f"not valid YAML ({str(err).splitlines()[0]})") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ValueError(f"expected a mapping of sections ({', '.join(SECTIONS)})")
+    return data
+
+
+def build_config(config_file: str | None = None, overrides: Iterable[str] = ()) -> RunConfig:
+    """Defaults, then the file, then the ``--set`` overrides; validated once at the end, so a
+    file may hold a combination that only the overrides make valid."""
+    data: dict[str, dict[str, Any]] = {}
+    if config_file:
+        try:
+            data = {k: dict(v) for k, v in load_yaml(config_file).items()}
+            _merge(data, None)
+        except (TypeError, ValueError) as err:
+            raise ValueError(f"--config {config_file}: {err}") from None
+    for section, values in parse_overrides(overrides).items():
+        data.setdefault(section, {}).update(values)
+    return from_dict(data)
+
+
+def field_help() -> dict[str, str]:
+    """Dotted key to its help text, for ``nas train --help``."""
+    return {
+        f"{s}.{f.name}": f"{f.metadata.get('help', '')} (default: {f.default!r})"
+        for s, cls in SECTIONS.items()
+        for f in dataclasses.fields(cls)
+    }

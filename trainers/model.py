@@ -1,0 +1,176 @@
+"""The deep Transformer LM: leaves first (rotary, attention, MLP), then the block, then the model.
+
+Plain ``nn.Module``; no Lightning here. The residual wiring, the norm placement and the norm type
+come from registries (``trainers.residual``, ``trainers.placement``, ``trainers.norms``), resolved
+in ``__init__`` so that ``forward`` does not branch on the variant.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from trainers.config import ModelConfig
+from trainers.norms import build_norm
+from trainers.placement import PLACEMENTS
+from trainers.residual import RESIDUALS
+
+
+class Rotary(nn.Module):
+    """Rotary position embedding, half-split pairing (Su et al. 2021, arXiv 2104.09864)."""
+
+    def __init__(self, head_dim: int, seq_len: int, base: float) -> None:
+        super().__init__()
+        inv_freq = base ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
+        angles = torch.outer(torch.arange(seq_len, dtype=torch.float64), inv_freq)  # (T, hd/2)
+        # Not persistent: derived from the config, so state dicts stay free of them.
+        self.register_buffer("cos", angles.cos().float(), persistent=False)
+        self.register_buffer("sin", angles.sin().float(), persistent=False)
+
+    def forward(self, x: Tensor) -> Tensor:  # x: (B, nh, T, hd)
+        t = x.shape[-2]
+        cos, sin = self.cos[:t].to(x.dtype), self.sin[:t].to(x.dtype)
+        x1, x2 = x.chunk(2, dim=-1)
+        return torch.cat((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1)
+
+
+class Attention(nn.Module):
+    """Causal multi-head self-attention through ``scaled_dot_product_attention``."""
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.n_heads, self.dropout = cfg.n_heads, cfg.dropout
+        self.qkv = nn.Linear(cfg.d_model, 3 * cfg.d_model, bias=cfg.bias)
+        self.proj = nn.Linear(cfg.d_model, cfg.d_model, bias=cfg.bias)
+        self.rotary = (
+            Rotary(cfg.head_dim, cfg.seq_len, cfg.rope_base) if cfg.pos == "rope" else None
+        )
+
+    def forward(self, x: Tensor) -> Tensor:
+        b, t, d = x.shape
+        q, k, v = self.qkv(x).view(b, t, 3, self.n_heads, d // self.n_heads).unbind(2)
+        q, k, v = (z.transpose(1, 2) for z in (q, k, v))  # (B, nh, T, hd)
+        if self.rotary is not None:
+            q, k = self.rotary(q), self.rotary(k)
+        p = self.dropout if self.training else 0.0
+        y = F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=True)
+        return self.proj(y.transpose(1, 2).reshape(b, t, d))
+
+
+class MLP(nn.Module):
+    """Two-layer GELU MLP."""
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.fc_in = nn.Linear(cfg.d_model, cfg.mlp_hidden, bias=cfg.bias)
+        self.fc_out = nn.Linear(cfg.mlp_hidden, cfg.d_model, bias=cfg.bias)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.fc_out(F.gelu(self.fc_in(x)))
+
+
+class Branch(nn.Module):
+    """One sublayer with its placement's branch slots: ``drop(norm_out(layer(norm_in(x))))``."""
+
+    def __init__(self, layer: nn.Module, norm_in: nn.Module, norm_out: nn.Module, p: float):
+        super().__init__()
+        self.norm_in, self.layer, self.norm_out = norm_in, layer, norm_out
+        self.drop = nn.Dropout(p)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.drop(self.norm_out(self.layer(self.norm_in(x))))
+
+
+class Block(nn.Module):
+    """One Transformer block: an attention sublayer then an MLP sublayer, each behind a site.
+
+    ::
+
+        state ──site──► x_in ─[norm_in]─► Attention ─[norm_out]─► y ──site──► state
+        state ──site──► x_in ─[norm_in]─► MLP       ─[norm_out]─► y ──site──► state
+
+    The site (from the residual registry) decides what ``x_in`` is (the running sum, or a softmax
+    over earlier outputs) and how ``y`` is written back (added, then ``[post_main]`` norm); the
+    placement fills the bracketed slots or leaves them as identities.
+    """
+
+    def __init__(self, cfg: ModelConfig, index: int) -> None:
+        super().__init__()
+        slots = PLACEMENTS.get(cfg.placement).slots(cfg, index)
+        residual = RESIDUALS.get(cfg.residual)
+
+        def norm(filled: bool) -> nn.Module:
+            return build_norm(cfg.norm, cfg.d_model, cfg.norm_eps) if filled else nn.Identity()
+
+        self.attn = Branch(Attention(cfg), norm(slots.norm_in), norm(slots.norm_out), cfg.dropout)
+        self.mlp = Branch(MLP(cfg), norm(slots.norm_in), norm(slots.norm_out), cfg.dropout)
+        self.attn_site = residual.site(cfg, 2 * index, norm(slots.post_main))
+        self.mlp_site = residual.site(cfg, 2 * index + 1, norm(slots.post_main))
+
+    def forward(self, state: Any) -> Any:
+        state = self.attn_site(state, self.attn)
+        return self.mlp_site(state, self.mlp)
+
+
+class DeepTransformer(nn.Module):
+    """Decoder-only causal LM: ``forward(idx[B, T]) -> logits[B, T, vocab_size]``."""
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        placement = PLACEMENTS.get(cfg.placement)
+        self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.d_model)
+        self.pos_emb = nn.Embedding(cfg.seq_len, cfg.d_model) if cfg.pos == "learned" else None
+        self.drop = nn.Dropout(cfg.dropout)
+        self.blocks = nn.ModuleList(Block(cfg, i) for i in range(cfg.n_layers))
+        self.stream = RESIDUALS.get(cfg.residual).stream(cfg)
+        self.final_norm = (
+            build_norm(cfg.norm, cfg.d_model, cfg.norm_eps)
+            if placement.final_norm
+            else nn.Identity()
+        )
+        self.head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
+        if cfg.tie_embeddings:
+            self.head.weight = self.tok_emb.weight
+        init_weights(self, cfg)
+
+    def embed(self, idx: Tensor) -> Tensor:
+        t = idx.shape[1]
+        if t > self.cfg.seq_len:
+            raise ValueError(f"sequence length {t} exceeds model.seq_len={self.cfg.seq_len}")
+        x = self.tok_emb(idx)
+        if self.pos_emb is not None:
+            x = x + self.pos_emb.weight[:t]
+        return self.drop(x)
+
+    def forward(self, idx: Tensor) -> Tensor:
+        state = self.stream.begin(self.embed(idx))
+        for i, block in enumerate(self.blocks):
+            state = self.stream.after_block(block(state), i)
+        return self.head(self.final_norm(self.stream.finish(state)))
+
+
+def init_weights(model: DeepTransformer, cfg: ModelConfig) -> None:
+    """Normal(0, init_std) for linear and embedding weights, zero biases; output projections
+    scaled by 1/sqrt(2*n_layers) when ``scaled_init`` (GPT-2); then the wiring's own init."""
+    for module in model.modules():
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(module.weight, std=cfg.init_std)
+        if isinstance(module, nn.Linear) and module.bias is not None:
+            nn.init.zeros_(module.bias)
+    if cfg.scaled_init:
+        out_std = cfg.init_std / math.sqrt(cfg.n_sublayers)
+        for block in model.blocks:
+            assert isinstance(block, Block)
+            for proj in (block.attn.layer.proj, block.mlp.layer.fc_out):
+                nn.init.normal_(proj.weight, std=out_std)
+    RESIDUALS.get(cfg.residual).init_weights(model, cfg)
+
+
+def num_params(model: nn.Module) -> int:
+    """Distinct parameters (a tied embedding counted once)."""
+    return sum(p.numel() for p in model.parameters())
