@@ -106,7 +106,11 @@ class ModelConfig:
             raise ValueError(
                 f"{s}.pos: 'rope' needs an even head dimension, got d_model/n_heads={self.head_dim}"
             )
-        _choices(s, "placement", self.placement, VALID_PLACEMENTS[self.residual])
+        if self.placement not in VALID_PLACEMENTS[self.residual]:
+            raise ValueError(
+                f"{s}.placement: {self.placement!r} is not defined for residual "
+                f"{self.residual!r}; choose one of: {', '.join(VALID_PLACEMENTS[self.residual])}"
+            )
         if self.residual == "block_attnres":
             _in_range(s, "attnres_blocks", self.attnres_blocks, 1, self.n_sublayers)
 
@@ -130,15 +134,15 @@ class TrainConfig:
 
     seed: int = _help("Seed for initialization, data order and dropout.", 0)
     batch_size: int = _help("Sequences per optimizer step.", 16)
-    max_steps: int = _help("Optimizer steps.", 300)
+    max_steps: int = _help("Optimizer steps.", 600)
     lr: float = _help("Peak learning rate (AdamW).", 3e-3)
     min_lr_ratio: float = _help("Final learning rate as a fraction of lr (cosine floor).", 0.1)
-    warmup_steps: int = _help("Linear warm-up steps before cosine decay.", 30)
+    warmup_steps: int = _help("Linear warm-up steps before cosine decay.", 50)
     weight_decay: float = _help("AdamW weight decay (never on norms, biases, gains, queries).", 0.1)
     beta1: float = _help("AdamW beta1.", 0.9)
     beta2: float = _help("AdamW beta2.", 0.95)
     grad_clip: float = _help("Gradient-norm clipping (0 turns it off).", 1.0)
-    val_every: int = _help("Validate every this many steps (and at the end).", 100)
+    val_every: int = _help("Validate every this many steps (and at the end).", 200)
     val_batches: int = _help("Validation batches per validation.", 8)
     log_every: int = _help("Log training loss every this many steps.", 10)
     precision: Precision = _help(

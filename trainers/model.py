@@ -23,6 +23,9 @@ from trainers.residual import RESIDUALS
 class Rotary(nn.Module):
     """Rotary position embedding, half-split pairing (Su et al. 2021, arXiv 2104.09864)."""
 
+    cos: Tensor
+    sin: Tensor
+
     def __init__(self, head_dim: int, seq_len: int, base: float) -> None:
         super().__init__()
         inv_freq = base ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
@@ -60,6 +63,9 @@ class Attention(nn.Module):
         y = F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=True)
         return self.proj(y.transpose(1, 2).reshape(b, t, d))
 
+    def output_projection(self) -> nn.Linear:
+        return self.proj
+
 
 class MLP(nn.Module):
     """Two-layer GELU MLP."""
@@ -71,6 +77,9 @@ class MLP(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         return self.fc_out(F.gelu(self.fc_in(x)))
+
+    def output_projection(self) -> nn.Linear:
+        return self.fc_out
 
 
 class Branch(nn.Module):
@@ -164,10 +173,9 @@ def init_weights(model: DeepTransformer, cfg: ModelConfig) -> None:
             nn.init.zeros_(module.bias)
     if cfg.scaled_init:
         out_std = cfg.init_std / math.sqrt(cfg.n_sublayers)
-        for block in model.blocks:
-            assert isinstance(block, Block)
-            for proj in (block.attn.layer.proj, block.mlp.layer.fc_out):
-                nn.init.normal_(proj.weight, std=out_std)
+        for module in model.modules():
+            if isinstance(module, (Attention, MLP)):
+                nn.init.normal_(module.output_projection().weight, std=out_std)
     RESIDUALS.get(cfg.residual).init_weights(model, cfg)
 
 

@@ -1,0 +1,76 @@
+"""``nas train``: train one configuration and print its validation loss."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import warnings
+from pathlib import Path
+from typing import Any
+
+from trainers.config_io import build_config, field_help
+
+
+def add_train_parser(sub: Any) -> None:
+    keys = "\n".join(f"  {k:<22} {h}" for k, h in field_help().items())
+    p = sub.add_parser(
+        "train",
+        help="train one configuration and print its validation loss",
+        description="Train one configuration: the defaults, then --config, then each --set.",
+        epilog=f"configuration keys (for --set and --config files):\n{keys}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--config", metavar="FILE", help="YAML file with model/train/data sections")
+    p.add_argument(
+        "--set",
+        dest="overrides",
+        metavar="KEY=VALUE",
+        action="append",
+        default=[],
+        help="override one key, e.g. --set model.n_layers=32 (repeatable)",
+    )
+    p.add_argument("--out", metavar="DIR", help="output folder (default: runs/train/<time>-<arm>)")
+    p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    p.set_defaults(run=run_train)
+
+
+def _default_out(cfg: Any) -> Path:
+    m = cfg.model
+    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    return Path("runs") / "train" / f"{stamp}-{m.residual}-{m.placement}-L{m.n_layers}"
+
+
+def _quiet_lightning() -> None:
+    import logging
+
+    for name in ("lightning.pytorch", "lightning.fabric", "lightning"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+    # Lightning warns about its own use of a torch API it has not caught up with.
+    warnings.filterwarnings("ignore", message=r".*treespec.*LeafSpec.*")
+
+
+def run_train(args: argparse.Namespace) -> int:
+    cfg = build_config(args.config, args.overrides)
+    out = Path(args.out) if args.out else _default_out(cfg)
+    if out.exists() and any(out.iterdir()):
+        raise ValueError(f"--out {out}: folder exists and is not empty; choose a new one")
+    from trainers.datamodule import load_source
+
+    source = load_source(cfg.data, cfg.model)  # every data error surfaces before any write
+    _quiet_lightning()
+    from trainers.outputs import save_run
+    from trainers.run import train
+
+    m = cfg.model
+    print(
+        f"training {m.residual}/{m.placement}/{m.norm}, {m.n_layers} blocks, d_model "
+        f"{m.d_model}, on {source.name}; outputs in {out}"
+    )
+    result, model = train(cfg, out, source=source, progress=not args.no_progress)
+    save_run(out, cfg, result, model)
+    bpb = "" if result.val_bpb is None else f"  val/bpb {result.val_bpb:.4f}"
+    print(
+        f"val/loss {result.val_loss:.4f}{bpb}  ({result.steps} steps, {result.params:,} "
+        f"parameters, {result.wall_s:.0f} s, {result.tokens_per_s:,.0f} tokens/s)"
+    )
+    return 0

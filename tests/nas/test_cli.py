@@ -1,0 +1,136 @@
+"""The ``nas`` command: a real training run, and one clear line for every bad input."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from nas.cli import main
+from trainers.config_io import build_config
+from trainers.model import DeepTransformer
+
+TINY = [
+    "--set",
+    "model.d_model=32",
+    "--set",
+    "model.n_heads=2",
+    "--set",
+    "model.n_layers=2",
+    "--set",
+    "model.seq_len=32",
+    "--set",
+    "train.batch_size=4",
+    "--set",
+    "train.max_steps=6",
+    "--set",
+    "train.val_every=3",
+    "--set",
+    "train.val_batches=1",
+    "--set",
+    "train.warmup_steps=2",
+    "--set",
+    "data.max_bytes=1000000",
+]
+
+
+def test_train_end_to_end(tmp_path: Path) -> None:
+    """`nas train` exits 0, prints the validation loss, and leaves a reloadable run folder."""
+    out = tmp_path / "run"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "nas.cli",
+            "train",
+            *TINY,
+            "--set",
+            "model.residual=attnres",
+            "--set",
+            f"data.cache_dir={tmp_path / 'cache'}",
+            "--out",
+            str(out),
+            "--no-progress",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "val/loss" in proc.stdout and "val/bpb" in proc.stdout
+    cfg = build_config(str(out / "config.yaml"))
+    assert cfg.model.residual == "attnres" and cfg.train.max_steps == 6
+    model = DeepTransformer(cfg.model)
+    model.load_state_dict(torch.load(out / "model.pt", weights_only=True))
+    assert (out / "result.json").exists()
+
+
+BAD = [
+    (["train", "--set", "model.residual=nope"], "model.residual"),
+    (["train", "--set", "model.n_heads=3"], "model.n_heads"),
+    (
+        ["train", "--set", "model.residual=block_attnres", "--set", "model.attnres_blocks=64"],
+        "model.attnres_blocks",
+    ),
+    (
+        ["train", "--set", "model.residual=attnres", "--set", "model.placement=post"],
+        "model.placement",
+    ),
+    (["train", "--set", "model.depth=3"], "unknown field"),
+    (["train", "--set", "model.n_layers=many"], "not a valid int"),
+    (["train", "--set", "data.source=text", "--set", "data.path=/no/such/file"], "does not exist"),
+    (["train", "--set", "data.source=text"], "needs a path"),
+    (["train", "--config", "/no/such.yaml"], "no such file"),
+    (["train", "--frobnicate"], "unrecognized arguments"),
+    (["fly"], "invalid choice"),
+]
+
+
+@pytest.mark.parametrize("argv,match", BAD, ids=[" ".join(a) for a, _ in BAD])
+def test_bad_input_is_one_line_exit_2_nothing_written(
+    argv: list[str],
+    match: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each bad input: exit status 2, one stderr line naming the problem, no files written."""
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and match in err and "Traceback" not in err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_too_short_text_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A text file shorter than one sequence is refused before any output folder exists."""
+    corpus = tmp_path / "tiny.txt"
+    corpus.write_text("hello")
+    out = tmp_path / "out"
+    code = main(
+        ["train", "--set", "data.source=text", "--set", f"data.path={corpus}", "--out", str(out)]
+    )
+    assert code == 2 and "one sequence needs" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_exit_status_from_the_console_script(tmp_path: Path) -> None:
+    """The installed entry point returns 2 to the shell, with no traceback."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "nas.cli", "train", "--set", "model.norm=batchnorm"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert proc.returncode == 2 and proc.stderr.startswith("nas: error: model.norm")
+    assert "Traceback" not in proc.stderr
+
+
+def test_cli_help_does_not_import_torch() -> None:
+    """`nas --help` stays fast: the CLI module imports no torch, Lightning or Ray."""
+    code = "import sys, nas.cli; sys.exit(any(m in sys.modules for m in ('torch', 'lightning', 'ray')))"
+    assert subprocess.run([sys.executable, "-c", code], timeout=60).returncode == 0
