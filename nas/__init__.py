@@ -1,0 +1,1 @@
+"""Orchestration: the `nas` command-line interface (sweeps and reports land here too)."""

@@ -37,7 +37,12 @@ def add_train_parser(sub: Any) -> None:
 def _default_out(cfg: Any) -> Path:
     m = cfg.model
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    return Path("runs") / "train" / f"{stamp}-{m.residual}-{m.placement}-L{m.n_layers}"
+    base = Path("runs") / "train" / f"{stamp}-{m.residual}-{m.placement}-L{m.n_layers}"
+    out, n = base, 1
+    while out.exists():  # two runs started in the same second
+        n += 1
+        out = base.with_name(f"{base.name}-{n}")
+    return out
 
 
 def _quiet_lightning() -> None:

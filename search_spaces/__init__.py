@@ -1,0 +1,1 @@
+"""What to try: search spaces as data. Empty until the sweep issue adds the spaces."""

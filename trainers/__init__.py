@@ -1,0 +1,1 @@
+"""How one trial trains: the plain-torch model with its variant registries, the Lightning module, data sources and the training entry point."""

@@ -18,6 +18,9 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class TrainResult:
+    """Final validation metrics of one run. ``tokens_per_s`` counts training tokens over the
+    wall time of the whole fit, validation included."""
+
     val_loss: float
     val_bpb: float | None
     steps: int

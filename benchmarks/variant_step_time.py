@@ -1,0 +1,109 @@
+"""Training-step time of each residual wiring relative to ``standard``, in one process.
+
+A step is forward + cross-entropy + backward + AdamW update on random tokens. Variants are
+timed in interleaved rounds (so machine noise hits all of them alike) after warm-up; the figure
+is the median over rounds of each variant's step time divided by standard's in the same round.
+
+    .venv/bin/python benchmarks/variant_step_time.py --n-layers 32 --d-model 128
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import time
+from pathlib import Path
+from typing import get_args
+
+import torch
+import torch.nn.functional as F
+
+from trainers.config import ModelConfig, ResidualName
+from trainers.model import DeepTransformer
+
+
+def step_fn(cfg: ModelConfig, batch: int) -> tuple[torch.nn.Module, object]:
+    model = DeepTransformer(cfg)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    idx = torch.randint(0, cfg.vocab_size, (batch, cfg.seq_len))
+
+    def step() -> None:
+        logits = model(idx)
+        F.cross_entropy(logits.flatten(0, 1), idx.flatten()).backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    return model, step
+
+
+def time_once(step: object, steps: int) -> float:
+    start = time.perf_counter()
+    for _ in range(steps):
+        step()  # type: ignore[operator]
+    return (time.perf_counter() - start) / steps
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n-layers", type=int, default=32)
+    ap.add_argument("--d-model", type=int, default=128)
+    ap.add_argument("--n-heads", type=int, default=4)
+    ap.add_argument("--seq-len", type=int, default=128)
+    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--attnres-blocks", type=int, default=8)
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--steps", type=int, default=3, help="steps per timing inside a round")
+    ap.add_argument("--out", type=Path, default=Path("benchmarks/results"))
+    args = ap.parse_args()
+    torch.manual_seed(0)
+    steps = {}
+    for residual in get_args(ResidualName):
+        cfg = ModelConfig(
+            residual=residual,
+            n_layers=args.n_layers,
+            d_model=args.d_model,
+            n_heads=args.n_heads,
+            seq_len=args.seq_len,
+            attnres_blocks=args.attnres_blocks,
+        )
+        steps[residual] = step_fn(cfg, args.batch)[1]
+        time_once(steps[residual], 2)  # warm-up: allocator, kernels
+    rounds: dict[str, list[float]] = {r: [] for r in steps}
+    for _ in range(args.rounds):
+        for residual, step in steps.items():
+            rounds[residual].append(time_once(step, args.steps))
+    base = rounds["standard"]
+    rows = {
+        r: {
+            "step_ms": 1000 * statistics.median(t),
+            "ratio_to_standard": statistics.median(a / b for a, b in zip(t, base, strict=True)),
+        }
+        for r, t in rounds.items()
+    }
+    meta = {
+        "n_layers": args.n_layers,
+        "d_model": args.d_model,
+        "seq_len": args.seq_len,
+        "batch": args.batch,
+        "attnres_blocks": args.attnres_blocks,
+        "rounds": args.rounds,
+        "threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "machine": f"{platform.machine()} {platform.processor() or ''}".strip(),
+    }
+    args.out.mkdir(parents=True, exist_ok=True)
+    name = f"variant_step_time_L{args.n_layers}_d{args.d_model}.json"
+    (args.out / name).write_text(json.dumps({"meta": meta, "results": rows}, indent=2) + "\n")
+    print(
+        f"n_layers={args.n_layers} d_model={args.d_model} seq_len={args.seq_len} "
+        f"batch={args.batch} threads={meta['threads']} (median of {args.rounds} rounds)"
+    )
+    print("| residual | step (ms) | vs standard |\n| --- | --- | --- |")
+    for r, row in rows.items():
+        print(f"| `{r}` | {row['step_ms']:.1f} | {row['ratio_to_standard']:.2f}x |")
+
+
+if __name__ == "__main__":
+    main()
