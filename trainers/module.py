@@ -23,11 +23,22 @@ def bits_per_byte(loss: Tensor, bytes_per_token: float) -> Tensor:
     return loss / math.log(2) / bytes_per_token
 
 
+def _no_decay(model: nn.Module) -> set[int]:
+    """Vectors and scalars (norm gains and biases), plus what a module lists in its
+    ``no_weight_decay`` attribute (AttnRes stores its per-site queries and gains as matrices)."""
+    ids = {id(p) for p in model.parameters() if p.ndim < 2}
+    for module in model.modules():
+        for name in getattr(module, "no_weight_decay", ()):
+            ids.add(id(getattr(module, name)))
+    return ids
+
+
 def param_groups(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]:
-    """Weight decay on matrices only: norms, biases, gains and AttnRes queries are vectors or
-    scalars, and decaying them toward zero would change the wiring, not regularize it."""
-    decay = [p for p in model.parameters() if p.ndim >= 2]
-    rest = [p for p in model.parameters() if p.ndim < 2]
+    """Weight decay on weight matrices only: decaying norms, biases, gains or AttnRes queries
+    toward zero would change the wiring, not regularize it."""
+    skip = _no_decay(model)
+    decay = [p for p in model.parameters() if id(p) not in skip]
+    rest = [p for p in model.parameters() if id(p) in skip]
     return [
         {"params": decay, "weight_decay": weight_decay},
         {"params": rest, "weight_decay": 0.0},

@@ -25,7 +25,7 @@ def test_zero_query_equals_standard(residual: str, placement: str, norm: str) ->
     variant = DeepTransformer(tiny(residual=residual, attnres_blocks=3, **kw)).double()
     missing, unexpected = variant.load_state_dict(standard.state_dict(), strict=False)
     assert not unexpected, "AttnRes must keep every parameter name of the standard model"
-    assert missing and all(".mix." in k or k.startswith("stream.out_site.") for k in missing)
+    assert sorted(missing) == ["stream.sites.key_norm_weights", "stream.sites.queries"]
     idx = torch.randint(0, 32, (3, 12))
     diff = (_logits(standard, idx) - _logits(variant, idx)).abs().max()
     assert diff < 1e-6
@@ -44,7 +44,7 @@ def test_epsilon_breaks_the_equivalence_measurably() -> None:
 def _randomize_mixing(model: DeepTransformer) -> None:
     with torch.no_grad():
         for name, p in model.named_parameters():
-            if ".mix." in name or name.startswith("stream.out_site."):
+            if name.startswith("stream.sites."):
                 p.copy_(torch.randn_like(p))
 
 
@@ -89,11 +89,10 @@ def test_added_parameter_count(n_layers: int, d_model: int, residual: str) -> No
 def test_queries_are_zero_at_init() -> None:
     """Every pseudo-query starts at zero (paper section 5) and every key gain at one."""
     model = DeepTransformer(tiny(residual="attnres", n_layers=3))
-    for name, p in model.named_parameters():
-        if name.endswith(".query"):
-            assert torch.count_nonzero(p) == 0
-        if name.endswith(".key_norm_weight"):
-            assert torch.all(p == 1)
+    sites = model.stream.sites
+    assert sites.queries.shape == sites.key_norm_weights.shape == (2 * 3 + 1, 16)
+    assert torch.count_nonzero(sites.queries) == 0
+    assert torch.all(sites.key_norm_weights == 1)
 
 
 @pytest.mark.parametrize(
@@ -121,30 +120,57 @@ def _su_example_sources() -> list[list[frozenset[int]]]:
 
 
 def test_block_sources_follow_the_worked_example() -> None:
-    """With S = 3 the sources of each sublayer match Su's worked example, tracked symbolically."""
+    """With S = 3 the sources of each sublayer match Su's worked example, tracked symbolically:
+    each branch outputs a one-hot tag of its sublayer, so every source is a set of indices."""
     from trainers.residual.block_attnres import BlockAttnResSite, BlockSources
 
     seen: list[list[frozenset[int]]] = []
     starts = block_starts(9, 3)  # 9 sublayers, S = 3
 
-    class Tag(torch.nn.Module):
-        """A branch whose output is a one-hot 'tag' of its sublayer, so sums are index sets."""
+    def tag(j: int) -> torch.Tensor:
+        return torch.nn.functional.one_hot(torch.tensor(j), 16).double()
 
-        def __init__(self, j: int) -> None:
+    class Record(torch.nn.Module):
+        """Records the sources its site mixed, then emits its own tag."""
+
+        def __init__(self, j: int, state: BlockSources) -> None:
             super().__init__()
-            self.j = j
+            self.j, self.state = j, state
 
         def forward(self, x: torch.Tensor) -> torch.Tensor:
-            return torch.nn.functional.one_hot(torch.tensor(self.j), 16).double()
+            st = self.state
+            stacked = [] if st.values is None else list(st.values.unbind(-2))
+            partial = [] if st.partial is None else [st.partial]
+            sources = stacked + st.recent + partial
+            seen.append([frozenset(v.nonzero().flatten().tolist()) for v in sources])
+            return tag(self.j)
 
-    state = BlockSources(1e-6)
-    state.append(Tag(0)(torch.zeros(1)))
+    state = BlockSources(1e-6, torch.zeros(10, 16, dtype=torch.float64), fold_every=1)
+    state.append(tag(0))
     for j in range(1, 8):
-        site = BlockAttnResSite(16, (j - 1) in starts).double()
-        if site.starts_block:
-            state.close_block()
-        values, _ = state.sources()
-        seen.append([frozenset(v.nonzero().flatten().tolist()) for v in values])
-        site.starts_block = False  # already closed above
-        site(state, Tag(j))
+        BlockAttnResSite(j - 1, (j - 1) in starts)(state, Record(j, state))
     assert seen == _su_example_sources()
+
+
+@pytest.mark.parametrize("fold_every", [1, 3, 100])
+def test_sources_compute_the_paper_softmax(fold_every: int) -> None:
+    """Folded gains, per-source logits and stacking give exactly
+    softmax_i(w_j . RMSNorm_g(v_i)) and sum_i a_i v_i, wherever the sources are stored."""
+    from trainers.residual.depth_attention import DepthSources, SiteParameters
+
+    sites = SiteParameters(4, 8).double()
+    torch.nn.init.normal_(sites.queries)
+    torch.nn.init.normal_(sites.key_norm_weights)
+    ys = [torch.randn(2, 3, 8, dtype=torch.float64) * (i + 1) for i in range(7)]
+    state = DepthSources(1e-6, sites.folded(), fold_every)
+    for y in ys:
+        state.append(y)
+    extra = torch.randn(2, 3, 8, dtype=torch.float64)
+    rms_norm = torch.nn.functional.rms_norm
+    for site in range(4):
+        g, w = sites.key_norm_weights[site], sites.queries[site]
+        keys = torch.stack([rms_norm(v, (8,), g, 1e-6) for v in [*ys, extra]], -2)
+        a = torch.softmax(keys @ w, -1)
+        x, weights = state.mix(site, extra)
+        torch.testing.assert_close(weights, a)
+        torch.testing.assert_close(x, (a[..., None] * torch.stack([*ys, extra], -2)).sum(-2))

@@ -40,7 +40,7 @@ def test_weight_decay_only_on_matrices(residual: str) -> None:
     assert len(decay["params"]) + len(rest["params"]) == len(list(model.parameters()))
     no_decay = {id(p) for p in rest["params"]}
     for name, p in model.named_parameters():
-        vector = name.endswith((".bias", ".query", ".key_norm_weight")) or "norm" in name
+        vector = name.endswith(".bias") or "norm" in name or name.startswith("stream.sites.")
         assert (id(p) in no_decay) == vector, name
     assert rest["weight_decay"] == 0.0
 
@@ -93,4 +93,4 @@ def test_attnres_trains_on_the_synthetic_task(tmp_path: Path, residual: str) -> 
     )
     result, model = train(cfg, tmp_path, progress=False)
     assert math.isfinite(result.val_loss) and result.val_bpb is None
-    assert any(p.abs().sum() > 0 for n, p in model.named_parameters() if n.endswith(".query"))
+    assert model.stream.sites.queries.abs().sum() > 0  # the zero-init queries learned

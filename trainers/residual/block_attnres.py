@@ -9,14 +9,14 @@ AttnRes; N = 1 is a plain residual with the embedding kept apart.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from torch import Tensor, nn
 
 from trainers.config import ModelConfig
-from trainers.residual.attnres import AttnResSite, AttnResStream, Sources
+from trainers.residual.attnres import AttnResSite, AttnResStream
 from trainers.residual.base import RESIDUALS, Residual, Stream
-from trainers.residual.depth_attention import unit_rms
+from trainers.residual.depth_attention import DepthSources
 
 
 def block_starts(n_sublayers: int, n_blocks: int) -> frozenset[int]:
@@ -26,10 +26,17 @@ def block_starts(n_sublayers: int, n_blocks: int) -> frozenset[int]:
 
 
 @dataclass
-class BlockSources(Sources):
-    """Completed block summaries (with keys) plus the current block's partial sum."""
+class BlockSources(DepthSources):
+    """Completed block summaries (stacked as soon as completed: every site of the next block
+    reads them) plus the current block's partial sum."""
 
-    partial: Tensor | None = field(default=None)
+    partial: Tensor | None = None
+    starts: tuple[int, ...] = ()  # sorted block starts, the first excluded
+
+    def horizon(self, site: int) -> int:
+        # The stack changes when the next block opens: phase 1 covers this block's sites.
+        later = [s for s in self.starts if s > site]
+        return later[0] if later else self.queries.shape[0]
 
     def close_block(self) -> None:
         if self.partial is not None:
@@ -39,28 +46,31 @@ class BlockSources(Sources):
     def add(self, y: Tensor) -> None:
         self.partial = y if self.partial is None else self.partial + y
 
-    def sources(self) -> tuple[list[Tensor], list[Tensor]]:
-        if self.partial is None:
-            return self.values, self.keys
-        return [*self.values, self.partial], [*self.keys, unit_rms(self.partial, self.eps)]
-
 
 class BlockAttnResSite(AttnResSite):
-    """Same parameters as Full AttnRes's site (so state dicts are interchangeable)."""
+    """Full AttnRes's site with block bookkeeping; the parameters (in the stream) are the same,
+    so state dicts are interchangeable."""
 
-    def __init__(self, d: int, starts_block: bool) -> None:
-        super().__init__(d)
+    def __init__(self, index: int, starts_block: bool) -> None:
+        super().__init__(index)
         self.starts_block = starts_block
 
     def forward(self, state: BlockSources, branch: nn.Module) -> BlockSources:  # type: ignore[override]
         if self.starts_block:
             state.close_block()
-        state.add(branch(self.mix(*state.sources())))
+        state.add(branch(state.mix(self.index, state.partial)[0]))
         return state
 
 
 class BlockAttnResStream(AttnResStream):
-    state_type = BlockSources
+    fold_every = 1  # a completed summary is read by every later site: stack it at once
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__(cfg)
+        self.starts = tuple(sorted(block_starts(cfg.n_sublayers, cfg.attnres_blocks)))
+
+    def new_state(self) -> BlockSources:
+        return BlockSources(self.eps, self.sites.folded(), self.fold_every, starts=self.starts)
 
     def finish(self, state: BlockSources) -> Tensor:  # type: ignore[override]
         state.close_block()
@@ -72,7 +82,7 @@ class BlockAttnRes(Residual):
     @staticmethod
     def site(cfg: ModelConfig, sublayer: int, post_norm: nn.Module) -> nn.Module:
         starts = block_starts(cfg.n_sublayers, cfg.attnres_blocks)
-        return BlockAttnResSite(cfg.d_model, sublayer in starts)
+        return BlockAttnResSite(sublayer, sublayer in starts)
 
     @staticmethod
     def stream(cfg: ModelConfig) -> Stream:
