@@ -11,21 +11,36 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
-ResidualName = Literal["standard", "attnres", "block_attnres"]
-PlacementName = Literal["pre", "post", "sandwich", "none"]
+ResidualName = Literal[
+    "standard", "rezero", "deepnorm", "attnres", "block_attnres", "hyper", "mhc", "denseformer"
+]
+PlacementName = Literal["pre", "post", "sandwich", "mix", "none"]
 NormName = Literal["layernorm", "rmsnorm"]
+NormScaling = Literal["none", "lns"]
 PositionName = Literal["learned", "rope"]
 DataSource = Literal["stdlib", "text", "tokens", "synthetic"]
 Precision = Literal["auto", "32-true", "64-true", "bf16-mixed", "16-mixed", "bf16-true"]
 
-# The validity matrix: the placements each residual type is defined for. AttnRes mixes sources
-# with a softmax whose weights sum to one, which is only equivalent to a residual sum when the
-# sublayer normalizes its input (pre, sandwich); post-norm and no-norm wiring are undefined for it.
+# The validity matrix: the placements each residual type is defined for.
+# - AttnRes mixes sources with weights that sum to one, which is the residual sum's function only
+#   when the sublayer normalizes its input (pre, sandwich).
+# - ReZero is defined without norms (its paper) and, as a common variant, with pre-norm.
+# - DeepNorm is post-norm by definition (x <- LN(alpha*x + F(x))).
+# - Hyper-Connections and mHC widen a pre-norm stream; their init reproduces pre-norm.
+# - DenseFormer averages block outputs, whatever the block's own norms are.
+# - Mix-LN (placement "mix") is a standard-residual schedule of post- then pre-norm blocks.
 VALID_PLACEMENTS: dict[str, tuple[str, ...]] = {
-    "standard": ("pre", "post", "sandwich", "none"),
+    "standard": ("pre", "post", "sandwich", "mix", "none"),
+    "rezero": ("pre", "none"),
+    "deepnorm": ("post",),
     "attnres": ("pre", "sandwich"),
     "block_attnres": ("pre", "sandwich"),
+    "hyper": ("pre", "sandwich"),
+    "mhc": ("pre", "sandwich"),
+    "denseformer": ("pre", "post", "sandwich", "none"),
 }
+# LayerNorm Scaling scales the norm on a sublayer's input, so it needs one there.
+LNS_PLACEMENTS = ("pre", "sandwich")
 
 MAX_LAYERS = 1024
 
@@ -72,12 +87,23 @@ class ModelConfig:
     placement: PlacementName = _help("Where norms sit around each sublayer.", "pre")
     norm: NormName = _help("Normalization layer.", "rmsnorm")
     norm_eps: float = _help("Epsilon of every norm (also AttnRes key norms).", 1e-6)
+    norm_scaling: NormScaling = _help(
+        "'lns': LayerNorm Scaling, the input norm of block l scaled by 1/sqrt(l) (pre, sandwich; "
+        "turns scaled_init off).",
+        "none",
+    )
     attnres_blocks: int = _help(
         "Block AttnRes: number of blocks N the 2*n_layers sublayers are split into.", 8
     )
+    hc_streams: int = _help("hyper, mhc: number of residual streams n.", 4)
+    hc_dynamic: bool = _help("hyper: input-dependent (dynamic) connection weights.", False)
+    mhc_sinkhorn_iters: int = _help("mhc: Sinkhorn-Knopp iterations for the stream mixing.", 20)
+    mix_ln_alpha: float = _help(
+        "mix: the first floor(alpha*n_layers) blocks are post-norm, the rest pre-norm.", 0.25
+    )
     init_std: float = _help("Std of the normal init of linear and embedding weights.", 0.02)
     scaled_init: bool = _help(
-        "Scale output-projection init by 1/sqrt(2*n_layers) (GPT-2 style).", True
+        "Scale output-projection init by 1/sqrt(2*n_layers) (GPT-2 style); off under 'lns'.", True
     )
 
     def __post_init__(self) -> None:
@@ -86,6 +112,7 @@ class ModelConfig:
         _choices(s, "placement", self.placement, get_args(PlacementName))
         _choices(s, "norm", self.norm, get_args(NormName))
         _choices(s, "pos", self.pos, get_args(PositionName))
+        _choices(s, "norm_scaling", self.norm_scaling, get_args(NormScaling))
         _at_least(s, "vocab_size", self.vocab_size, 2)
         _at_least(s, "d_model", self.d_model, 1)
         _at_least(s, "n_heads", self.n_heads, 1)
@@ -113,6 +140,14 @@ class ModelConfig:
             )
         if self.residual == "block_attnres":
             _in_range(s, "attnres_blocks", self.attnres_blocks, 1, self.n_sublayers)
+        if self.norm_scaling == "lns" and self.placement not in LNS_PLACEMENTS:
+            raise ValueError(
+                f"{s}.norm_scaling: 'lns' scales the sublayer input norm, which placement "
+                f"{self.placement!r} does not have; use placement {' or '.join(LNS_PLACEMENTS)}"
+            )
+        _in_range(s, "hc_streams", self.hc_streams, 1, 64)
+        _in_range(s, "mhc_sinkhorn_iters", self.mhc_sinkhorn_iters, 1, 1000)
+        _in_range(s, "mix_ln_alpha", self.mix_ln_alpha, 0.0, 1.0)
 
     @property
     def head_dim(self) -> int:
@@ -122,6 +157,12 @@ class ModelConfig:
     def n_sublayers(self) -> int:
         """Attention and MLP sublayers in execution order: the AttnRes paper's "layers"."""
         return 2 * self.n_layers
+
+    @property
+    def uses_scaled_init(self) -> bool:
+        """LayerNorm Scaling turns scaled output-projection init off: its paper reports that the
+        two together hurt."""
+        return self.scaled_init and self.norm_scaling == "none"
 
     @property
     def mlp_hidden(self) -> int:
@@ -214,18 +255,21 @@ def flatten(cfg: RunConfig) -> dict[str, Any]:
     return {f"{s}.{k}": v for s, sec in to_dict(cfg).items() for k, v in sec.items()}
 
 
-def valid_wirings() -> list[tuple[str, str, str]]:
-    """Every valid (residual, placement, norm): what the contract tests run over."""
+def valid_wirings() -> list[tuple[str, str, str, str]]:
+    """Every valid (residual, placement, norm, norm_scaling): what the contract tests run over."""
     return [
-        (r, p, n)
+        (r, p, n, sc)
         for r in get_args(ResidualName)
         for p in VALID_PLACEMENTS[r]
         for n in get_args(NormName)
+        for sc in get_args(NormScaling)
+        if sc == "none" or p in LNS_PLACEMENTS
     ]
 
 
 def validity_matrix_markdown() -> str:
-    """The residual x placement validity table (every norm is valid wherever a cell is)."""
+    """The residual x placement validity table (every norm is valid wherever a cell is; 'lns'
+    wherever the placement is pre or sandwich)."""
     placements = get_args(PlacementName)
     lines = [
         "| residual | " + " | ".join(placements) + " |",

@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from trainers.config import ModelConfig
-from trainers.norms import build_norm
+from trainers.norms import NORM_SCALINGS, build_norm
 from trainers.placement import PLACEMENTS
 from trainers.residual import RESIDUALS
 
@@ -83,15 +83,23 @@ class MLP(nn.Module):
 
 
 class Branch(nn.Module):
-    """One sublayer with its placement's branch slots: ``drop(norm_out(layer(norm_in(x))))``."""
+    """One sublayer with its placement's branch slots:
+    ``drop(norm_out(layer(in_scale * norm_in(x))))``; ``in_scale`` is the norm scaling's factor
+    for this block (1 unless LayerNorm Scaling)."""
 
-    def __init__(self, layer: nn.Module, norm_in: nn.Module, norm_out: nn.Module, p: float):
+    def __init__(
+        self, layer: nn.Module, norm_in: nn.Module, norm_out: nn.Module, p: float, in_scale: float
+    ) -> None:
         super().__init__()
         self.norm_in, self.layer, self.norm_out = norm_in, layer, norm_out
+        self.in_scale = in_scale
         self.drop = nn.Dropout(p)
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.drop(self.norm_out(self.layer(self.norm_in(x))))
+        h = self.norm_in(x)
+        if self.in_scale != 1.0:
+            h = h * self.in_scale
+        return self.drop(self.norm_out(self.layer(h)))
 
 
 class Block(nn.Module):
@@ -111,12 +119,16 @@ class Block(nn.Module):
         super().__init__()
         slots = PLACEMENTS.get(cfg.placement).slots(cfg, index)
         residual = RESIDUALS.get(cfg.residual)
+        scale = NORM_SCALINGS.get(cfg.norm_scaling)(index + 1)  # 1-based block index
 
         def norm(filled: bool) -> nn.Module:
             return build_norm(cfg.norm, cfg.d_model, cfg.norm_eps) if filled else nn.Identity()
 
-        self.attn = Branch(Attention(cfg), norm(slots.norm_in), norm(slots.norm_out), cfg.dropout)
-        self.mlp = Branch(MLP(cfg), norm(slots.norm_in), norm(slots.norm_out), cfg.dropout)
+        def branch(layer: nn.Module) -> Branch:
+            return Branch(layer, norm(slots.norm_in), norm(slots.norm_out), cfg.dropout, scale)
+
+        self.attn = branch(Attention(cfg))
+        self.mlp = branch(MLP(cfg))
         self.attn_site = residual.site(cfg, 2 * index, norm(slots.post_main))
         self.mlp_site = residual.site(cfg, 2 * index + 1, norm(slots.post_main))
 
@@ -165,13 +177,14 @@ class DeepTransformer(nn.Module):
 
 def init_weights(model: DeepTransformer, cfg: ModelConfig) -> None:
     """Normal(0, init_std) for linear and embedding weights, zero biases; output projections
-    scaled by 1/sqrt(2*n_layers) when ``scaled_init`` (GPT-2); then the wiring's own init."""
+    scaled by 1/sqrt(2*n_layers) when ``scaled_init`` (GPT-2) and no norm scaling; then the
+    wiring's own init."""
     for module in model.modules():
         if isinstance(module, (nn.Linear, nn.Embedding)):
             nn.init.normal_(module.weight, std=cfg.init_std)
         if isinstance(module, nn.Linear) and module.bias is not None:
             nn.init.zeros_(module.bias)
-    if cfg.scaled_init:
+    if cfg.uses_scaled_init:
         out_std = cfg.init_std / math.sqrt(cfg.n_sublayers)
         for module in model.modules():
             if isinstance(module, (Attention, MLP)):

@@ -1,6 +1,10 @@
-"""Normalization layers, one uniform signature ``Norm(d, eps)``, registered by ``model.norm``."""
+"""Normalization layers, one uniform signature ``Norm(d, eps)``, registered by ``model.norm``;
+and the depth scalings of the input norm, registered by ``model.norm_scaling``."""
 
 from __future__ import annotations
+
+import math
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -40,3 +44,11 @@ class RMSNorm(nn.Module):
 
 def build_norm(name: str, d: int, eps: float) -> nn.Module:
     return NORMS.get(name)(d, eps)
+
+
+# What multiplies the input norm's output in Transformer block l (1-based), by model.norm_scaling.
+NORM_SCALINGS: Registry[Callable[[int], float]] = Registry("model.norm_scaling")
+NORM_SCALINGS.register("none")(lambda block: 1.0)
+# LayerNorm Scaling, "The Curse of Depth in LLMs" (Sun et al. 2025, arXiv 2502.05795): both
+# sublayers of block l see N(x)/sqrt(l), which keeps the stream's variance growth polynomial.
+NORM_SCALINGS.register("lns")(lambda block: 1.0 / math.sqrt(block))

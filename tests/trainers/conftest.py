@@ -22,8 +22,8 @@ def tiny(**overrides: object) -> ModelConfig:
 
 @pytest.fixture(params=WIRINGS, ids=["-".join(w) for w in WIRINGS])
 def wiring(request: pytest.FixtureRequest) -> dict[str, str]:
-    residual, placement, norm = request.param
-    return {"residual": residual, "placement": placement, "norm": norm}
+    residual, placement, norm, scaling = request.param
+    return {"residual": residual, "placement": placement, "norm": norm, "norm_scaling": scaling}
 
 
 @pytest.fixture(autouse=True)

@@ -1,6 +1,15 @@
 """Residual wirings, one module each, registered in ``RESIDUALS`` by ``model.residual`` name."""
 
-from trainers.residual import attnres, block_attnres, standard  # noqa: F401  (registration)
+from trainers.residual import (  # noqa: F401  (registration, in the order of the config Literal)
+    attnres,
+    block_attnres,
+    deepnorm,
+    denseformer,
+    hyper,
+    mhc,
+    rezero,
+    standard,
+)
 from trainers.residual.base import RESIDUALS, Residual, Stream
 
 __all__ = ["RESIDUALS", "Residual", "Stream"]

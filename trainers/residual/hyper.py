@@ -1,0 +1,79 @@
+"""Hyper-Connections: the stream widens to n copies H (B, T, n, d); each sublayer reads
+h = A_m^T H and writes H <- A_r^T H + B (x) f(h) (Zhu et al. 2024, arXiv 2409.19606).
+
+Static init reproduces pre-norm exactly: A_m is one-hot at (sublayer mod n), A_r = I, B = 1, so
+every copy holds the running sum and the sublayer reads one of them. Dynamic HC adds
+s * tanh(Norm(H) W) to each map, with W = 0 and s = 0.01 at init. The model output sums the
+copies; the final norm absorbs the factor n.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from trainers.config import ModelConfig
+from trainers.norms import build_norm
+from trainers.residual.base import RESIDUALS, Residual, Stream
+
+
+class StreamsStream(Stream):
+    """n copies of the embedding in, their sum out (shared by Hyper-Connections and mHC)."""
+
+    def __init__(self, n: int) -> None:
+        super().__init__()
+        self.n = n
+
+    def begin(self, emb: Tensor) -> Tensor:
+        return emb.unsqueeze(-2).expand(*emb.shape[:-1], self.n, emb.shape[-1])  # (B, T, n, d)
+
+    def finish(self, state: Tensor) -> Tensor:
+        return state.sum(dim=-2)
+
+
+class HyperSite(nn.Module):
+    # A_r starts at the identity: decaying it toward zero would cut the residual path.
+    no_weight_decay = ("a_res",)
+
+    def __init__(self, cfg: ModelConfig, sublayer: int) -> None:
+        super().__init__()
+        n, d = cfg.hc_streams, cfg.d_model
+        self.a_in = nn.Parameter(F.one_hot(torch.tensor(sublayer % n), n).float())  # A_m
+        self.a_res = nn.Parameter(torch.eye(n))  # A_r
+        self.b_out = nn.Parameter(torch.ones(n))  # B
+        self.dynamic = cfg.hc_dynamic
+        if self.dynamic:
+            self.norm = build_norm(cfg.norm, d, cfg.norm_eps)
+            self.w_in = nn.Parameter(torch.zeros(d))
+            self.w_res = nn.Parameter(torch.zeros(d, n))
+            self.w_out = nn.Parameter(torch.zeros(d))
+            self.s_alpha = nn.Parameter(torch.tensor(0.01))
+            self.s_beta = nn.Parameter(torch.tensor(0.01))
+
+    def maps(self, h: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """A_m (.., n), A_r (.., n, n), B (.., n), per token when dynamic."""
+        if not self.dynamic:
+            return self.a_in, self.a_res, self.b_out
+        z = self.norm(h)  # (B, T, n, d)
+        a_in = self.a_in + self.s_alpha * torch.tanh(z @ self.w_in)
+        a_res = self.a_res + self.s_alpha * torch.tanh(z @ self.w_res)
+        b_out = self.b_out + self.s_beta * torch.tanh(z @ self.w_out)
+        return a_in, a_res, b_out
+
+    def forward(self, h: Tensor, branch: nn.Module) -> Tensor:
+        a_in, a_res, b_out = self.maps(h)
+        x = (a_in.unsqueeze(-2) @ h).squeeze(-2)  # (B, T, d): A_m^T H
+        y = branch(x)
+        return a_res.transpose(-1, -2) @ h + b_out.unsqueeze(-1) * y.unsqueeze(-2)
+
+
+@RESIDUALS.register("hyper")
+class Hyper(Residual):
+    @staticmethod
+    def site(cfg: ModelConfig, sublayer: int, post_norm: nn.Module) -> nn.Module:
+        return HyperSite(cfg, sublayer)
+
+    @staticmethod
+    def stream(cfg: ModelConfig) -> Stream:
+        return StreamsStream(cfg.hc_streams)
