@@ -1,10 +1,10 @@
-"""Training-step time of each residual wiring relative to ``standard``, in one process.
+"""Training-step time of each arm (``benchmarks/arms.py``) relative to ``standard``, in one process.
 
 A step is forward + cross-entropy + backward + AdamW update on random tokens. Variants are
 timed in interleaved rounds (so machine noise hits all of them alike) after warm-up; the figure
 is the median over rounds of each variant's step time divided by standard's in the same round.
 
-    .venv/bin/python benchmarks/variant_step_time.py --n-layers 32 --d-model 128
+    .venv/bin/python -m benchmarks.variant_step_time --n-layers 32 --d-model 128 [--arms a,b]
 """
 
 from __future__ import annotations
@@ -15,12 +15,12 @@ import platform
 import statistics
 import time
 from pathlib import Path
-from typing import get_args
 
 import torch
 import torch.nn.functional as F
 
-from trainers.config import ModelConfig, ResidualName
+from benchmarks.arms import select
+from trainers.config import ModelConfig
 from trainers.model import DeepTransformer
 
 
@@ -55,25 +55,26 @@ def main() -> None:
     ap.add_argument("--attnres-blocks", type=int, default=8)
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--steps", type=int, default=3, help="steps per timing inside a round")
+    ap.add_argument("--arms", default="all", help="'all' or comma-separated arm names")
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results"))
     args = ap.parse_args()
     torch.manual_seed(0)
     steps = {}
-    for residual in get_args(ResidualName):
+    for arm, fields in select(args.arms).items():
         cfg = ModelConfig(
-            residual=residual,
             n_layers=args.n_layers,
             d_model=args.d_model,
             n_heads=args.n_heads,
             seq_len=args.seq_len,
             attnres_blocks=args.attnres_blocks,
+            **fields,
         )
-        steps[residual] = step_fn(cfg, args.batch)[1]
-        time_once(steps[residual], 2)  # warm-up: allocator, kernels
+        steps[arm] = step_fn(cfg, args.batch)[1]
+        time_once(steps[arm], 2)  # warm-up: allocator, kernels
     rounds: dict[str, list[float]] = {r: [] for r in steps}
     for _ in range(args.rounds):
-        for residual, step in steps.items():
-            rounds[residual].append(time_once(step, args.steps))
+        for arm, step in steps.items():
+            rounds[arm].append(time_once(step, args.steps))
     base = rounds["standard"]
     rows = {
         r: {
@@ -100,7 +101,7 @@ def main() -> None:
         f"n_layers={args.n_layers} d_model={args.d_model} seq_len={args.seq_len} "
         f"batch={args.batch} threads={meta['threads']} (median of {args.rounds} rounds)"
     )
-    print("| residual | step (ms) | vs standard |\n| --- | --- | --- |")
+    print("| arm | step (ms) | vs standard |\n| --- | --- | --- |")
     for r, row in rows.items():
         print(f"| `{r}` | {row['step_ms']:.1f} | {row['ratio_to_standard']:.2f}x |")
 

@@ -78,4 +78,16 @@ def run_train(args: argparse.Namespace) -> int:
         f"val/loss {result.val_loss:.4f}{bpb}  ({result.steps} steps, {result.params:,} "
         f"parameters, {result.wall_s:.0f} s, {result.tokens_per_s:,.0f} tokens/s)"
     )
+    _print_dilution(result.dilution, out)
     return 0
+
+
+def _print_dilution(summaries: dict[str, float], out: Path) -> None:
+    if not summaries:
+        return
+    print("dilution, final (trainers/diagnostics.py defines each):")
+    for key, value in summaries.items():
+        print(f"  {key:<32} {value:.4g}")
+    figures = sorted((out / "dilution").glob("*.png"))
+    if figures:
+        print(f"per-layer profile: {figures[-1]} (and .json)")

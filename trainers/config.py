@@ -186,6 +186,8 @@ class TrainConfig:
     val_every: int = _help("Validate every this many steps (and at the end).", 200)
     val_batches: int = _help("Validation batches per validation.", 8)
     log_every: int = _help("Log training loss every this many steps.", 10)
+    diagnostics_every: int = _help("Dilution profile every this many validations (0: off).", 1)
+    diagnostics_batch: int = _help("Held-out sequences the dilution profile is measured on.", 8)
     precision: Precision = _help(
         "Lightning precision; 'auto' is bf16-mixed on a GPU and 32-true on a CPU.", "auto"
     )
@@ -197,6 +199,8 @@ class TrainConfig:
         for name in ("batch_size", "max_steps", "val_every", "val_batches", "log_every"):
             _at_least(s, name, getattr(self, name), 1)
         _at_least(s, "warmup_steps", self.warmup_steps, 0)
+        _at_least(s, "diagnostics_every", self.diagnostics_every, 0)
+        _at_least(s, "diagnostics_batch", self.diagnostics_batch, 1)
         if self.lr <= 0:
             raise ValueError(f"{s}.lr: {self.lr!r} must be > 0")
         _in_range(s, "min_lr_ratio", self.min_lr_ratio, 0.0, 1.0)

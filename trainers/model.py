@@ -107,12 +107,13 @@ class Block(nn.Module):
 
     ::
 
-        state ──site──► x_in ─[norm_in]─► Attention ─[norm_out]─► y ──site──► state
-        state ──site──► x_in ─[norm_in]─► MLP       ─[norm_out]─► y ──site──► state
+        state ──site──► x_in ─[norm_in]·s─► Attention ─[norm_out]─► y ──site──► state
+        state ──site──► x_in ─[norm_in]·s─► MLP       ─[norm_out]─► y ──site──► state
 
-    The site (from the residual registry) decides what ``x_in`` is (the running sum, or a softmax
-    over earlier outputs) and how ``y`` is written back (added, then ``[post_main]`` norm); the
-    placement fills the bracketed slots or leaves them as identities.
+    The site (from the residual registry) decides what ``x_in`` is (the running sum, a softmax
+    over earlier outputs, a mix of parallel streams) and how ``y`` is written back (added, then
+    ``[post_main]`` norm); the placement fills the bracketed slots per block or leaves them as
+    identities; ``s`` is the norm scaling's factor for the block (1 unless LayerNorm Scaling).
     """
 
     def __init__(self, cfg: ModelConfig, index: int) -> None:

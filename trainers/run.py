@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +27,7 @@ class TrainResult:
     params: int
     wall_s: float
     tokens_per_s: float
+    dilution: dict[str, float] = field(default_factory=dict)  # the last profile's summaries
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2)
@@ -40,6 +41,21 @@ def resolve_precision(t: TrainConfig) -> str:
 
     gpu = torch.cuda.is_available() and t.accelerator in ("auto", "gpu", "cuda")
     return "bf16-mixed" if gpu else "32-true"
+
+
+def _dilution_callback(cfg: RunConfig, data: Any, out_dir: Path) -> Any:
+    """The profile callback on the first ``diagnostics_batch`` validation sequences (fixed, so
+    profiles from every validation and every trial are comparable), or None when off."""
+    if not cfg.train.diagnostics_every:
+        return None
+    import torch
+
+    from trainers.callbacks import DilutionCallback
+
+    val = data.source.val_set(cfg.model.seq_len, cfg.train.diagnostics_batch)
+    xs, ys = zip(*(val[i] for i in range(len(val))), strict=True)
+    batch = (torch.stack(xs), torch.stack(ys))
+    return DilutionCallback(batch, out_dir / "dilution", cfg.train.diagnostics_every)
 
 
 def train(
@@ -63,6 +79,10 @@ def train(
     L.seed_everything(t.seed, workers=True, verbose=False)
     data = LMDataModule(cfg, source)
     module = LanguageModelModule(cfg, data.source.bytes_per_token)
+    callbacks = list(callbacks)
+    dilution = _dilution_callback(cfg, data, out_dir)
+    if dilution is not None:
+        callbacks.append(dilution)
     trainer = L.Trainer(
         accelerator=t.accelerator,
         devices=1,
@@ -75,7 +95,7 @@ def train(
         gradient_clip_val=t.grad_clip or None,
         log_every_n_steps=t.log_every,
         logger=logger if logger is not None else CSVLogger(out_dir, name="", version=""),
-        callbacks=list(callbacks),
+        callbacks=callbacks,
         enable_checkpointing=False,
         enable_progress_bar=progress,
         enable_model_summary=False,
@@ -95,5 +115,6 @@ def train(
         params=num_params(module.model),
         wall_s=wall,
         tokens_per_s=trainer.global_step * t.batch_size * cfg.model.seq_len / wall,
+        dilution=dilution.last.summaries() if dilution and dilution.last else {},
     )
     return result, module.model

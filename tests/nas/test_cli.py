@@ -61,6 +61,8 @@ def test_train_end_to_end(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr
     assert "val/loss" in proc.stdout and "val/bpb" in proc.stdout
+    assert "dilution/stream_growth" in proc.stdout and "dilution/depth_entropy" in proc.stdout
+    assert (out / "dilution" / "step-000006.png").exists()
     cfg = build_config(str(out / "config.yaml"))
     assert cfg.model.residual == "attnres" and cfg.train.max_steps == 6
     model = DeepTransformer(cfg.model)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import csv
 import itertools
+import json
 import math
 from pathlib import Path
 
@@ -94,3 +96,40 @@ def test_attnres_trains_on_the_synthetic_task(tmp_path: Path, residual: str) -> 
     result, model = train(cfg, tmp_path, progress=False)
     assert math.isfinite(result.val_loss) and result.val_bpb is None
     assert model.stream.sites.queries.abs().sum() > 0  # the zero-init queries learned
+
+
+def test_dilution_profile_is_logged_and_saved(tmp_path: Path) -> None:
+    """With diagnostics on, every validation logs the dilution summaries at its step and saves
+    the profile as JSON; the last one also as a figure; the result carries the summaries."""
+    cfg = from_dict(
+        _tiny_run(
+            model={"residual": "block_attnres", "attnres_blocks": 2},
+            data={"cache_dir": str(tmp_path / "cache")},
+            train={"max_steps": 20, "val_every": 10},
+        )
+    )
+    result, _ = train(cfg, tmp_path / "run", progress=False)
+    rows = list(csv.DictReader((tmp_path / "run" / "metrics.csv").open()))
+    logged = [r for r in rows if r.get("dilution/stream_growth")]
+    assert [int(r["step"]) for r in logged] == [9, 19]  # Lightning's 0-based step of each val
+    saved = sorted(p.name for p in (tmp_path / "run" / "dilution").iterdir())
+    assert saved == ["step-000010.json", "step-000020.json", "step-000020.png"]
+    profile = json.loads((tmp_path / "run" / "dilution" / "step-000020.json").read_text())
+    assert len(profile["output_norm"]) == 2 and len(profile["depth_weights"]) == 5
+    assert set(result.dilution) >= {
+        "dilution/stream_growth",
+        "dilution/grad_front_load",
+        "dilution/depth_entropy",
+    }
+
+
+def test_diagnostics_can_be_turned_off(tmp_path: Path) -> None:
+    """diagnostics_every = 0: no profile, no files, no dilution metrics."""
+    cfg = from_dict(
+        _tiny_run(
+            data={"cache_dir": str(tmp_path / "cache")},
+            train={"max_steps": 10, "val_every": 10, "diagnostics_every": 0},
+        )
+    )
+    result, _ = train(cfg, tmp_path / "run", progress=False)
+    assert result.dilution == {} and not (tmp_path / "run" / "dilution").exists()

@@ -10,6 +10,7 @@ import torch
 from torch import Tensor, nn
 
 from trainers.config import ModelConfig
+from trainers.residual import probe
 from trainers.residual.base import RESIDUALS, Residual, Stream
 from trainers.residual.standard import AddSite
 
@@ -48,6 +49,7 @@ class DenseFormerStream(Stream):
         state.outputs.append(state.x)
         stacked = torch.stack(state.outputs, dim=-2)  # (B, T, i + 2, d)
         state.x = self.weights[block] @ stacked  # (B, T, d)
+        probe.report("dwa", block, lambda: self.weights[block], token_dims=0)
         return state
 
     def finish(self, state: DenseState) -> Tensor:

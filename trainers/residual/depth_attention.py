@@ -22,6 +22,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from trainers.residual import probe
+
 
 def unit_rms(v: Tensor, eps: float) -> Tensor:
     """``v / rms(v)``: the key of a source before the per-site gain."""
@@ -145,4 +147,6 @@ class DepthSources:
         """Site ``site``'s input and its weights over the sources in order, (B, T, d) and
         (B, T, S); ``extra`` is one more source, last, that is not stored (Block AttnRes's
         partial sum)."""
-        return _combine(self._stacked(site), self._recent(site, extra))
+        out, weights = _combine(self._stacked(site), self._recent(site, extra))
+        probe.report("depth", site, lambda: weights)
+        return out, weights

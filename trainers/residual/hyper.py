@@ -15,6 +15,7 @@ from torch import Tensor, nn
 
 from trainers.config import ModelConfig
 from trainers.norms import build_norm
+from trainers.residual import probe
 from trainers.residual.base import RESIDUALS, Residual, Stream
 
 
@@ -39,6 +40,7 @@ class HyperSite(nn.Module):
     def __init__(self, cfg: ModelConfig, sublayer: int) -> None:
         super().__init__()
         n, d = cfg.hc_streams, cfg.d_model
+        self.index = sublayer
         self.a_in = nn.Parameter(F.one_hot(torch.tensor(sublayer % n), n).float())  # A_m
         self.a_res = nn.Parameter(torch.eye(n))  # A_r
         self.b_out = nn.Parameter(torch.ones(n))  # B
@@ -63,6 +65,9 @@ class HyperSite(nn.Module):
 
     def forward(self, h: Tensor, branch: nn.Module) -> Tensor:
         a_in, a_res, b_out = self.maps(h)
+        token_dims = 2 if self.dynamic else 0
+        probe.report("stream_read", self.index, lambda: a_in, token_dims)
+        probe.report("stream_mix", self.index, lambda: a_res, token_dims)
         x = (a_in.unsqueeze(-2) @ h).squeeze(-2)  # (B, T, d): A_m^T H
         y = branch(x)
         return a_res.transpose(-1, -2) @ h + b_out.unsqueeze(-1) * y.unsqueeze(-2)

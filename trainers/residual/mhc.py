@@ -20,6 +20,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from trainers.config import ModelConfig
+from trainers.residual import probe
 from trainers.residual.base import RESIDUALS, Residual, Stream
 from trainers.residual.hyper import StreamsStream
 
@@ -44,6 +45,7 @@ class MHCSite(nn.Module):
         super().__init__()
         n, d = cfg.hc_streams, cfg.d_model
         self.n, self.eps, self.iters = n, cfg.norm_eps, cfg.mhc_sinkhorn_iters
+        self.index = sublayer
         self.w_pre = nn.Parameter(torch.zeros(n * d, n))
         self.w_post = nn.Parameter(torch.zeros(n * d, n))
         self.w_res = nn.Parameter(torch.zeros(n * d, n * n))
@@ -65,6 +67,8 @@ class MHCSite(nn.Module):
 
     def forward(self, h: Tensor, branch: nn.Module) -> Tensor:
         pre, post, res = self.maps(h)
+        probe.report("stream_read", self.index, lambda: pre)
+        probe.report("stream_mix", self.index, lambda: res)
         y = branch((pre.unsqueeze(-2) @ h).squeeze(-2))  # f(H_pre X)
         return res @ h + post.unsqueeze(-1) * y.unsqueeze(-2)
 

@@ -1,0 +1,55 @@
+"""Lightning callbacks: the dilution profile on a fixed held-out batch at validation time."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any, cast
+
+import lightning as L
+import torch
+from torch import Tensor
+
+from trainers.diagnostics import DilutionProfile, dilution_profile
+from trainers.dilution_plot import save_profile
+from trainers.model import DeepTransformer
+
+
+class DilutionCallback(L.Callback):
+    """Every ``every``-th validation and the last: profile the model on ``batch``, log the
+    summaries as metrics at the current step, and save the per-layer profile under ``folder``
+    (JSON every time; the PNG figure for the last profile only, since drawing it costs about as
+    much as the profile itself), also as artifacts of the active MLflow run when the logger is
+    MLflow's."""
+
+    def __init__(self, batch: tuple[Tensor, Tensor], folder: Path, every: int = 1) -> None:
+        self.batch, self.folder, self.every = batch, folder, every
+        self.validations = 0
+        self.last: DilutionProfile | None = None
+        self.last_files: list[Path] = []
+
+    def on_validation_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if trainer.sanity_checking:
+            return
+        self.validations += 1
+        final = trainer.global_step >= (trainer.max_steps or 0) > 0
+        if (self.validations - 1) % self.every and not final:
+            return
+        model = cast(DeepTransformer, pl_module.model)
+        if any(p.dtype != torch.float32 for p in model.parameters()):
+            model = copy.deepcopy(model).float()  # the profile is computed in float32
+        idx, targets = (t.to(pl_module.device) for t in self.batch)
+        self.last = dilution_profile(model, idx, targets)
+        pl_module.log_dict(self.last.summaries())
+        stem = f"step-{trainer.global_step:06d}"
+        title = f"{model.cfg.residual}/{model.cfg.placement}, step {trainer.global_step}"
+        self.last_files = save_profile(self.last, self.folder, stem, title, figure=final)
+        _log_artifacts(trainer.logger, self.last_files)
+
+
+def _log_artifacts(logger: Any, files: list[Path]) -> None:
+    from lightning.pytorch.loggers import MLFlowLogger
+
+    if isinstance(logger, MLFlowLogger) and logger.run_id:
+        for f in files:
+            logger.experiment.log_artifact(logger.run_id, str(f), artifact_path="dilution")

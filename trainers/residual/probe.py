@@ -1,0 +1,43 @@
+"""An opt-in probe through which wirings report their learned mixing weights.
+
+Diagnostics open a probe around one forward pass; wirings call ``report`` with a callable, so
+nothing is computed or kept when no probe is open (the normal training path). A context variable,
+not a module attribute, so concurrent forwards (threads, nested models) never see each other's
+probe.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+
+from torch import Tensor
+
+# kind -> site index -> weights averaged over batch and tokens (detached, float32, CPU)
+Mixing = dict[str, dict[int, Tensor]]
+
+_PROBE: ContextVar[Mixing | None] = ContextVar("mixing_probe", default=None)
+
+
+def report(kind: str, site: int, weights: Callable[[], Tensor], token_dims: int = 2) -> None:
+    """Record ``weights()`` for ``site`` under ``kind`` if a probe is open; the leading
+    ``token_dims`` dimensions (batch, time) are averaged away."""
+    probe = _PROBE.get()
+    if probe is None:
+        return
+    w = weights().detach().float()
+    if token_dims and w.dim() > token_dims:
+        w = w.mean(dim=tuple(range(token_dims)))
+    probe.setdefault(kind, {})[site] = w.cpu()
+
+
+@contextmanager
+def mixing_probe() -> Iterator[Mixing]:
+    """Collect every ``report`` made inside the block."""
+    found: Mixing = {}
+    token = _PROBE.set(found)
+    try:
+        yield found
+    finally:
+        _PROBE.reset(token)
