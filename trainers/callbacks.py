@@ -22,8 +22,10 @@ class DilutionCallback(L.Callback):
     much as the profile itself), also as artifacts of the active MLflow run when the logger is
     MLflow's."""
 
-    def __init__(self, batch: tuple[Tensor, Tensor], folder: Path, every: int = 1) -> None:
-        self.batch, self.folder, self.every = batch, folder, every
+    def __init__(
+        self, batch: tuple[Tensor, Tensor], folder: Path, every: int = 1, removal: bool = False
+    ) -> None:
+        self.batch, self.folder, self.every, self.removal = batch, folder, every, removal
         self.validations = 0
         self.last: DilutionProfile | None = None
         self.last_files: list[Path] = []
@@ -39,7 +41,7 @@ class DilutionCallback(L.Callback):
         if any(p.dtype != torch.float32 for p in model.parameters()):
             model = copy.deepcopy(model).float()  # the profile is computed in float32
         idx, targets = (t.to(pl_module.device) for t in self.batch)
-        self.last = dilution_profile(model, idx, targets)
+        self.last = dilution_profile(model, idx, targets, removal=self.removal)
         pl_module.log_dict(self.last.summaries())
         stem = f"step-{trainer.global_step:06d}"
         title = f"{model.cfg.residual}/{model.cfg.placement}, step {trainer.global_step}"

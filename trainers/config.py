@@ -188,6 +188,9 @@ class TrainConfig:
     log_every: int = _help("Log training loss every this many steps.", 10)
     diagnostics_every: int = _help("Dilution profile every this many validations (0: off).", 1)
     diagnostics_batch: int = _help("Held-out sequences the dilution profile is measured on.", 8)
+    diagnostics_removal: bool = _help(
+        "Also measure the loss change when each block is removed (one forward per block).", False
+    )
     precision: Precision = _help(
         "Lightning precision; 'auto' is bf16-mixed on a GPU and 32-true on a CPU.", "auto"
     )

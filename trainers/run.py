@@ -55,7 +55,8 @@ def _dilution_callback(cfg: RunConfig, data: Any, out_dir: Path) -> Any:
     val = data.source.val_set(cfg.model.seq_len, cfg.train.diagnostics_batch)
     xs, ys = zip(*(val[i] for i in range(len(val))), strict=True)
     batch = (torch.stack(xs), torch.stack(ys))
-    return DilutionCallback(batch, out_dir / "dilution", cfg.train.diagnostics_every)
+    t = cfg.train
+    return DilutionCallback(batch, out_dir / "dilution", t.diagnostics_every, t.diagnostics_removal)
 
 
 def train(

@@ -167,3 +167,18 @@ def test_hyper_connection_maps_are_reported() -> None:
     p = dilution_profile(model, _batch(2, 12, 32)[0])
     assert p.stream_mix is not None and p.stream_mix.shape == (4, 4, 4)
     np.testing.assert_allclose(p.stream_mix[0], np.eye(4))
+
+
+def test_profile_is_float32_inside_a_bf16_autocast() -> None:
+    """Called from bf16 mixed-precision code, the profile still computes in float32: the same
+    numbers as outside autocast. A model with bf16 weights is refused (the callback passes a
+    float32 copy)."""
+    model = DeepTransformer(tiny(residual="attnres", n_layers=3))
+    idx, targets = _batch(2, 12, 32)
+    plain = dilution_profile(model, idx, targets)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        mixed = dilution_profile(model, idx, targets)
+    for name in ("output_norm", "stream_norm", "grad_norm", "depth_weights"):
+        np.testing.assert_array_equal(getattr(plain, name), getattr(mixed, name))
+    with pytest.raises(ValueError, match="float32"):
+        dilution_profile(model.to(torch.bfloat16), idx)
