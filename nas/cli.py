@@ -11,6 +11,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from nas.spaces_cmd import add_spaces_parser
 from nas.train_cmd import add_train_parser
 
 EXIT_USAGE = 2
@@ -31,6 +32,7 @@ def build_parser() -> Parser:
     parser = Parser(prog="nas", description="Depth-scaling ablations for Transformers.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
     add_train_parser(sub)
+    add_spaces_parser(sub)
     return parser
 
 

@@ -70,6 +70,11 @@ def _split_key(key: str) -> tuple[str, str, Any]:
     return section, name, types[name]
 
 
+def check_key(key: str) -> None:
+    """Raise ValueError unless ``key`` names a configuration field (``model.n_layers``)."""
+    _split_key(key)
+
+
 def _merge(data: Mapping[str, Any], base: RunConfig | None) -> dict[str, dict[str, Any]]:
     """Check keys and value types of ``data`` and lay them over ``base`` as plain dicts."""
     if not isinstance(data, Mapping):

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from nas.cli import main
+from search_spaces import BUILTIN
 from trainers.config_io import build_config
 from trainers.model import DeepTransformer
 
@@ -136,3 +137,14 @@ def test_cli_help_does_not_import_torch() -> None:
     """`nas --help` stays fast: the CLI module imports no torch, Lightning or Ray."""
     code = "import sys, nas.cli; sys.exit(any(m in sys.modules for m in ('torch', 'lightning', 'ray')))"
     assert subprocess.run([sys.executable, "-c", code], timeout=60).returncode == 0
+
+
+def test_spaces_lists_and_shows(capsys: pytest.CaptureFixture[str]) -> None:
+    """`nas spaces` lists every built-in space in one line each; with a name, its trial count."""
+    assert main(["spaces"]) == 0
+    listing = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in listing] == list(BUILTIN)
+    assert main(["spaces", "quick"]) == 0
+    assert "6 trials" in capsys.readouterr().out
+    assert main(["spaces", "nonesuch"]) == 2
+    assert "no such space" in capsys.readouterr().err

@@ -1,0 +1,122 @@
+"""The built-in named spaces, as data. ``nas spaces`` lists them with their one-line descriptions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from search_spaces.distributions import Choice, FloatRange, IntRange
+from search_spaces.space import Space
+from trainers.config import VALID_PLACEMENTS
+
+TINY: dict[str, Any] = {
+    "model.d_model": 32,
+    "model.n_heads": 2,
+    "model.n_layers": 2,
+    "model.seq_len": 64,
+    "train.batch_size": 4,
+    "train.max_steps": 20,
+    "train.val_every": 10,
+    "train.val_batches": 2,
+    "train.warmup_steps": 2,
+    "train.diagnostics_batch": 2,
+    "data.max_bytes": 1_000_000,
+}
+SMALL: dict[str, Any] = {
+    "model.d_model": 64,
+    "model.n_heads": 4,
+    "model.seq_len": 128,
+    "train.batch_size": 16,
+    "train.max_steps": 150,
+    "train.val_every": 50,
+    "train.val_batches": 4,
+    "train.warmup_steps": 15,
+}
+ABLATION: dict[str, Any] = {
+    "model.d_model": 128,
+    "model.n_heads": 4,
+    "model.seq_len": 128,
+    "train.batch_size": 16,
+    "train.max_steps": 1000,
+    "train.val_every": 200,
+    "train.warmup_steps": 100,
+}
+CORE = {
+    "standard": {"model.residual": "standard"},
+    "attnres": {"model.residual": "attnres"},
+    "block_attnres": {"model.residual": "block_attnres"},
+}
+
+
+def _every_wiring() -> dict[str, dict[str, Any]]:
+    return {
+        f"{r}/{p}": {"model.residual": r, "model.placement": p}
+        for r, placements in VALID_PLACEMENTS.items()
+        for p in placements
+    }
+
+
+def _blocks() -> dict[str, dict[str, Any]]:
+    arms: dict[str, dict[str, Any]] = {
+        f"block_attnres/N={n}": {"model.residual": "block_attnres", "model.attnres_blocks": n}
+        for n in (1, 2, 4, 8, 16)
+    }
+    arms["attnres"] = {"model.residual": "attnres"}
+    return arms
+
+
+BUILTIN: dict[str, Space] = {
+    space.name: space
+    for space in (
+        Space(
+            name="smoke",
+            description="a few tiny trials for tests: standard vs Block AttnRes, seconds each",
+            base={**TINY, "model.attnres_blocks": 2},
+            arms={"standard": CORE["standard"], "block_attnres": CORE["block_attnres"]},
+        ),
+        Space(
+            name="quick",
+            description="the demo: standard/pre vs Full and Block AttnRes at 4 and 8 blocks "
+            "(minutes on 2 CPU cores)",
+            base={**SMALL, "model.attnres_blocks": 4},
+            arms=CORE,
+            params={"model.n_layers": Choice((4, 8))},
+        ),
+        Space(
+            name="residual_ablation",
+            description="every residual type in each valid placement, at 4 and 16 blocks, 3 seeds",
+            base={**ABLATION, "model.attnres_blocks": 8},
+            arms=_every_wiring(),
+            params={"model.n_layers": Choice((4, 16))},
+            seeds=(0, 1, 2),
+        ),
+        Space(
+            name="depth_scaling",
+            description="n_layers 4 to 64 for standard, Full and Block AttnRes and mHC, 3 seeds",
+            base={**ABLATION, "model.attnres_blocks": 4},
+            arms={**CORE, "mhc": {"model.residual": "mhc"}},
+            params={"model.n_layers": Choice((4, 8, 16, 32, 64))},
+            seeds=(0, 1, 2),
+        ),
+        Space(
+            name="attnres_blocks",
+            description="Block AttnRes with N in 1, 2, 4, 8, 16 blocks and Full AttnRes at 16 "
+            "blocks (the paper's block-size sweep), 3 seeds",
+            base={**ABLATION, "model.n_layers": 16},
+            arms=_blocks(),
+            seeds=(0, 1, 2),
+        ),
+        Space(
+            name="tune_lr",
+            description="TPE search over learning rate, warm-up and width for one architecture "
+            "(set it with --set model.residual=...)",
+            kind="search",
+            base={**ABLATION, "model.n_layers": 8},
+            params={
+                "train.lr": FloatRange(1e-4, 1e-2, log=True),
+                "train.warmup_steps": IntRange(0, 300),
+                "model.d_model": Choice((64, 128, 192, 256)),
+            },
+            trials=20,
+        ),
+    )
+}

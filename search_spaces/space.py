@@ -1,0 +1,127 @@
+"""A search space as data: what to vary (distributions keyed by dotted config field paths), the
+named arms of an ablation, the seeds, and how to search; plus the one function that applies a
+sampled point to a base configuration.
+
+Two kinds: a **grid** runs every cell of arms x axes x seeds (what an ablation table needs); a
+**search** samples ``params`` (Optuna's TPE by default) for ``trials`` trials, each over the seeds
+listed. Invalid combinations are found here, by the configuration's own validation, before any
+trial starts.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from search_spaces.distributions import Distribution, from_data
+from trainers.config import RunConfig
+from trainers.config_io import from_dict
+
+Kind = Literal["grid", "search"]
+Sampler = Literal["tpe", "random"]
+
+
+@dataclass(frozen=True)
+class Objective:
+    metric: str = "val/loss"
+    mode: Literal["min", "max"] = "min"
+
+
+@dataclass(frozen=True)
+class Space:
+    name: str
+    description: str
+    kind: Kind = "grid"
+    base: Mapping[str, Any] = field(default_factory=dict)  # dotted key -> value, under every cell
+    arms: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # name -> dotted overrides
+    params: Mapping[str, Distribution] = field(default_factory=dict)  # dotted key -> distribution
+    seeds: tuple[int, ...] = (0,)
+    trials: int = 0  # search only: how many points to sample
+    sampler: Sampler = "tpe"
+    objectives: tuple[Objective, ...] = (Objective(),)
+
+    def __post_init__(self) -> None:
+        if not self.seeds:
+            raise ValueError("seeds: empty; give at least one seed")
+        if self.kind == "search" and self.trials < 1:
+            raise ValueError("trials: a search needs trials >= 1")
+        if self.kind == "grid":
+            for key, dist in self.params.items():
+                try:
+                    dist.grid()
+                except ValueError as err:
+                    raise ValueError(f"params.{key}: {err}") from None
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One grid cell: the arm's name, the point applied (dotted keys), the seed, the config."""
+
+    arm: str
+    point: Mapping[str, Any]
+    seed: int
+    config: RunConfig
+
+
+@dataclass(frozen=True)
+class Skipped:
+    arm: str
+    point: Mapping[str, Any]
+    reason: str
+
+
+def nest(point: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """``{"model.n_layers": 8}`` -> ``{"model": {"n_layers": 8}}``; unknown keys fail later, in
+    ``from_dict``, with the list of valid fields."""
+    nested: dict[str, dict[str, Any]] = {}
+    for key, value in point.items():
+        section, _, name = key.partition(".")
+        if not name:
+            raise ValueError(f"{key!r}: keys look like <section>.<field>, e.g. model.n_layers")
+        nested.setdefault(section, {})[name] = value
+    return nested
+
+
+def apply_point(base: RunConfig, point: Mapping[str, Any]) -> RunConfig:
+    """The one way a sampled point becomes a configuration: ``base`` with the point's dotted
+    keys replaced, validated (invalid combinations raise ValueError naming the field)."""
+    return from_dict(nest(point), base)
+
+
+def arm_name(arm: str, point: Mapping[str, Any], space: Space) -> str:
+    """A readable label for the configuration without its seed: the arm plus varied axes."""
+    varied = [f"{k.split('.')[-1]}={v}" for k, v in point.items() if k in space.params]
+    return "/".join([arm, *varied]) if arm else "/".join(varied) or "base"
+
+
+def grid_cells(space: Space, base: RunConfig) -> tuple[list[Cell], list[Skipped]]:
+    """Every valid cell of arms x params x seeds, and every invalid one with its reason."""
+    arms = space.arms or {"": {}}
+    keys = list(space.params)
+    cells: list[Cell] = []
+    skipped: list[Skipped] = []
+    for arm, overrides in arms.items():
+        for values in itertools.product(*(space.params[k].grid() for k in keys)):
+            point = {**space.base, **overrides, **dict(zip(keys, values, strict=True))}
+            label = arm_name(arm, point, space)
+            try:
+                config = apply_point(base, point)
+            except ValueError as err:
+                skipped.append(Skipped(label, point, str(err)))
+                continue
+            for seed in space.seeds:
+                cfg = apply_point(config, {"train.seed": seed})
+                cells.append(Cell(label, point, seed, cfg))
+    return cells, skipped
+
+
+def parse_params(data: Mapping[str, Any]) -> dict[str, Distribution]:
+    out: dict[str, Distribution] = {}
+    for key, value in data.items():
+        try:
+            out[key] = from_data(value)
+        except ValueError as err:
+            raise ValueError(f"params.{key}: {err}") from None
+    return out

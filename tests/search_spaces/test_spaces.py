@@ -1,0 +1,162 @@
+"""Search spaces: distributions as validated data, grids that skip what the config rejects, the
+built-in spaces, and user YAML files whose errors name the file and the key."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from search_spaces import BUILTIN, Space, apply_point, get_space, grid_cells
+from search_spaces.distributions import Choice, FloatRange, IntRange, from_data
+from trainers.config import VALID_PLACEMENTS, RunConfig
+from trainers.config_io import from_dict
+
+
+@pytest.mark.parametrize(
+    "dist",
+    [
+        Choice(("a", 1, 2.5)),
+        IntRange(1, 64, log=True),
+        FloatRange(1e-4, 1e-2, log=True),
+        FloatRange(-1.0, 1.0),
+    ],
+)
+def test_distributions_round_trip_through_data(dist: object) -> None:
+    """Every distribution survives to_data -> from_data unchanged (space files and logs)."""
+    assert from_data(dist.to_data()) == dist  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    "data,match",
+    [
+        ({"choice": []}, "empty"),
+        ({"int": [8, 4]}, "low 8 > high 4"),
+        ({"float": [0.0, 1.0], "log": True}, "above zero"),
+        ({"float": [-1.0, 1.0], "log": True}, "above zero"),
+        ({"int": [1.5, 3]}, "integers"),
+        ({"float": [1, 2], "choice": [1]}, "expected one of"),
+        ({"uniform": [0, 1]}, "expected one of"),
+    ],
+)
+def test_bad_distributions(data: object, match: str) -> None:
+    """Empty choices, inverted ranges, log ranges touching zero and unknown forms are refused."""
+    with pytest.raises(ValueError, match=match):
+        from_data(data)
+
+
+def test_apply_point_is_the_config_with_the_keys_replaced() -> None:
+    """A point is applied through the configuration's own validation, over the base."""
+    base = from_dict({"model": {"d_model": 64}})
+    cfg = apply_point(base, {"model.residual": "attnres", "train.lr": 1e-3})
+    assert cfg.model.residual == "attnres" and cfg.train.lr == 1e-3 and cfg.model.d_model == 64
+    with pytest.raises(ValueError, match="model.placement"):
+        apply_point(base, {"model.residual": "attnres", "model.placement": "post"})
+
+
+def test_grid_is_the_full_cross_product_and_skips_invalid_cells_with_reasons() -> None:
+    """arms x params x seeds; a cell the config rejects is skipped (all its seeds) and named."""
+    space = Space(
+        name="t",
+        description="",
+        arms={"std": {"model.residual": "standard"}, "attn": {"model.residual": "attnres"}},
+        params={"model.placement": Choice(("pre", "post")), "model.n_layers": Choice((2, 4))},
+        seeds=(0, 1, 2),
+    )
+    cells, skipped = grid_cells(space, RunConfig())
+    assert len(cells) == (4 + 2) * 3  # attnres/post is undefined: 2 of 8 configurations
+    assert len(skipped) == 2 and all("model.placement" in s.reason for s in skipped)
+    assert {c.seed for c in cells} == {0, 1, 2}
+    assert all(c.config.train.seed == c.seed for c in cells)
+    assert len({(c.arm, c.seed) for c in cells}) == len(cells)  # labels tell configurations apart
+
+
+def test_builtin_spaces_are_valid() -> None:
+    """Every built-in grid expands to valid cells only; the search has a budget."""
+    for name, space in BUILTIN.items():
+        assert space.description, name
+        if space.kind == "grid":
+            cells, skipped = grid_cells(space, RunConfig())
+            assert cells and not skipped, name
+        else:
+            assert space.trials > 0 and space.params
+
+
+def test_residual_ablation_covers_the_validity_matrix() -> None:
+    """residual_ablation runs every valid residual x placement at two depths over 3 seeds."""
+    cells, _ = grid_cells(BUILTIN["residual_ablation"], RunConfig())
+    wirings = {(c.config.model.residual, c.config.model.placement) for c in cells}
+    assert wirings == {(r, p) for r, ps in VALID_PLACEMENTS.items() for p in ps}
+    assert len(cells) == len(wirings) * 2 * 3
+
+
+def test_attnres_blocks_matches_the_paper_sweep() -> None:
+    """N in 1, 2, 4, 8, 16 plus Full AttnRes, at 16 blocks."""
+    cells, _ = grid_cells(BUILTIN["attnres_blocks"], RunConfig())
+    arms = {
+        (
+            c.config.model.residual,
+            c.config.model.attnres_blocks if c.config.model.residual == "block_attnres" else None,
+        )
+        for c in cells
+    }
+    assert arms == {("block_attnres", n) for n in (1, 2, 4, 8, 16)} | {("attnres", None)}
+    assert {c.config.model.n_layers for c in cells} == {16}
+
+
+def test_user_space_file(tmp_path: Path) -> None:
+    """A YAML file with the built-in schema loads into the same Space; sections or dotted keys."""
+    path = tmp_path / "mine.yaml"
+    path.write_text(
+        "description: mine\n"
+        "base: {model: {d_model: 32, n_heads: 2}}\n"
+        "arms:\n  a: {model.residual: standard}\n"
+        "  b: {model.residual: block_attnres, model.attnres_blocks: 2}\n"
+        "params:\n  model.n_layers: [2, 4]\n  train.lr: {choice: [0.001, 0.003]}\n"
+        "seeds: [0, 1]\n"
+    )
+    space = get_space(str(path))
+    assert space.name == "mine" and space.base == {"model.d_model": 32, "model.n_heads": 2}
+    cells, skipped = grid_cells(space, RunConfig())
+    assert len(cells) == 2 * 2 * 2 * 2 and not skipped
+
+
+@pytest.mark.parametrize(
+    "text,match",
+    [
+        ("arms: {a: {model.depth: 3}}\n", "arms.a: 'model.depth': unknown field"),
+        ("params: {model.n_layers: {int: [8, 2]}}\n", "params.model.n_layers: range: low 8"),
+        ("params: {train.lr: {float: [0, 0.1], log: true}}\n", "log range must stay above zero"),
+        ("params: {model.norm: {choice: []}}\n", "choice: empty"),
+        ("params: {model.n_layers: {int: [2, 8]}}\n", "a grid needs listed values"),
+        ("kind: bayes\n", "kind: 'bayes' is not allowed; choose one of: grid, search"),
+        ("kind: search\nparams: {train.lr: [0.1]}\n", "trials: a search needs trials >= 1"),
+        ("seeds: [a]\n", "seeds: expected an integer"),
+        ("colour: red\n", "'colour': unknown key; allowed: name, description"),
+        ("- 1\n", "expected a mapping"),
+        ("params: [1\n", "not valid YAML"),
+    ],
+)
+def test_bad_space_files_name_the_file_and_key(tmp_path: Path, text: str, match: str) -> None:
+    """Each mistake in a space file is one message naming the file, the key and what is allowed."""
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    with pytest.raises(ValueError, match=match) as err:
+        get_space(str(path))
+    assert str(path) in str(err.value)
+
+
+def test_unknown_space_name_lists_the_builtins() -> None:
+    """An unknown name that is not a file lists every built-in space."""
+    with pytest.raises(ValueError, match="smoke, quick"):
+        get_space("nonesuch")
+
+
+def test_search_spaces_import_no_torch() -> None:
+    """Spaces stay cheap to load: importing them pulls in neither torch nor Lightning."""
+    code = (
+        "import sys, search_spaces; sys.exit('torch' in sys.modules or 'lightning' in sys.modules)"
+    )
+    assert subprocess.run([sys.executable, "-c", code], timeout=60).returncode == 0
