@@ -12,6 +12,7 @@ import sys
 from collections.abc import Sequence
 
 from nas.spaces_cmd import add_spaces_parser
+from nas.sweep_cmd import add_sweep_parser
 from nas.train_cmd import add_train_parser
 
 EXIT_USAGE = 2
@@ -33,6 +34,7 @@ def build_parser() -> Parser:
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
     add_train_parser(sub)
     add_spaces_parser(sub)
+    add_sweep_parser(sub)
     return parser
 
 

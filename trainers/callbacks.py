@@ -19,8 +19,8 @@ class DilutionCallback(L.Callback):
     """Every ``every``-th validation and the last: profile the model on ``batch``, log the
     summaries as metrics at the current step, and save the per-layer profile under ``folder``
     (JSON every time; the PNG figure for the last profile only, since drawing it costs about as
-    much as the profile itself), also as artifacts of the active MLflow run when the logger is
-    MLflow's."""
+    much as the profile itself), also through the logger when it takes files (in a sweep: as
+    artifacts of the trial's MLflow run)."""
 
     def __init__(
         self, batch: tuple[Tensor, Tensor], folder: Path, every: int = 1, removal: bool = False
@@ -50,8 +50,7 @@ class DilutionCallback(L.Callback):
 
 
 def _log_artifacts(logger: Any, files: list[Path]) -> None:
-    from lightning.pytorch.loggers import MLFlowLogger
-
-    if isinstance(logger, MLFlowLogger) and logger.run_id:
-        for f in files:
-            logger.experiment.log_artifact(logger.run_id, str(f), artifact_path="dilution")
+    """Hand the files to the logger if it takes files (the sweep's MLflow logger does)."""
+    log_files = getattr(logger, "log_files", None)
+    if callable(log_files):
+        log_files(files)

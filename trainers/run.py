@@ -66,6 +66,7 @@ def train(
     callbacks: Sequence[Any] = (),
     logger: Any = None,
     progress: bool = True,
+    ckpt_path: Path | None = None,
 ) -> tuple[TrainResult, nn.Module]:
     """Fit ``cfg``; return the final validation metrics and the trained ``DeepTransformer``. Writes Lightning's logs (CSV by
     default) under ``out_dir``; the caller owns everything else written there."""
@@ -103,7 +104,8 @@ def train(
         default_root_dir=out_dir,
     )
     start = time.perf_counter()
-    trainer.fit(module, datamodule=data)
+    # A resumed trial's checkpoint is loaded with weights_only: it holds tensors and plain data.
+    trainer.fit(module, datamodule=data, ckpt_path=ckpt_path, weights_only=True)
     if trainer.global_step % t.val_every:  # the last step was not a validation step
         trainer.validate(module, datamodule=data, verbose=False)
     wall = time.perf_counter() - start

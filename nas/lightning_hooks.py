@@ -1,0 +1,62 @@
+"""The Lightning side of a sweep trial: a logger that writes to the trial's MLflow run through
+``nas.tracking``, and a callback that reports each validation to Ray Tune with a checkpoint."""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+from lightning.pytorch.loggers.logger import Logger
+from lightning.pytorch.utilities import rank_zero_only
+
+from nas.tracking import TrialRun
+
+
+class TrialLogger(Logger):
+    """Metrics with their steps to the trial's run; params were logged once when the run was
+    opened, so a resumed trial never re-logs them."""
+
+    def __init__(self, run: TrialRun) -> None:
+        super().__init__()
+        self.run = run
+
+    @property
+    def name(self) -> str:
+        return "nas"
+
+    @property
+    def version(self) -> str:
+        return self.run.run_id
+
+    @rank_zero_only
+    def log_metrics(self, metrics: Mapping[str, float], step: int | None = None) -> None:
+        self.run.log_metrics({k: float(v) for k, v in metrics.items() if k != "epoch"}, step or 0)
+
+    @rank_zero_only
+    def log_hyperparams(self, params: Any, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def log_files(self, files: Sequence[Path]) -> None:
+        """Artifacts, used by the dilution callback."""
+        self.run.log_files(files, "dilution")
+
+
+class TuneReporter(L.Callback):
+    """After each validation: a Lightning checkpoint and the metrics to Tune (ASHA and Optuna
+    read ``val_loss``)."""
+
+    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if trainer.sanity_checking:
+            return
+        from ray import tune
+
+        from nas.trial import CKPT_NAME
+
+        metrics = {k.replace("/", "_"): float(v) for k, v in trainer.callback_metrics.items()}
+        metrics["step"] = trainer.global_step
+        with tempfile.TemporaryDirectory() as folder:
+            trainer.save_checkpoint(Path(folder) / CKPT_NAME, weights_only=False)
+            tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(folder))

@@ -1,0 +1,106 @@
+"""What a sweep prints: one line per validation report and per finished trial while it runs,
+and at the end the trials ranked, the skipped and failed ones with reasons, and where to look."""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+from ray import tune
+
+from nas.trial import SweepContext
+
+
+def _label(trial: Any, ctx: SweepContext) -> str:
+    cell = trial.config.get("cell")
+    if cell is not None:
+        return f"{ctx.arms[int(cell)]} seed {ctx.cells[int(cell)]['train.seed']}"
+    shown = {k.split(".")[-1]: v for k, v in trial.config.items()}
+    return ", ".join(
+        f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in shown.items()
+    )
+
+
+class ProgressPrinter(tune.Callback):
+    """A compact live log in place of Ray's console output."""
+
+    def __init__(self, ctx: SweepContext) -> None:
+        self.ctx = ctx
+        self.start = time.monotonic()
+        self.best: dict[str, float] = {}
+        self.done = 0
+
+    def on_trial_result(
+        self, iteration: int, trials: list, trial: Any, result: dict, **info: Any
+    ) -> None:
+        loss = result.get("val_loss")
+        if loss is None or result.get("done"):
+            return
+        best = min(self.best.get(trial.trial_id, math.inf), loss)
+        self.best[trial.trial_id] = best
+        print(
+            f"[{time.monotonic() - self.start:6.0f}s] {trial.trial_id}  "
+            f"{_label(trial, self.ctx):<40} step {int(result.get('step', 0)):>6}  "
+            f"val_loss {loss:.4f}  best {best:.4f}",
+            flush=True,
+        )
+
+    def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        self.done += 1
+        print(
+            f"[{time.monotonic() - self.start:6.0f}s] finished {self.done}/{len(trials)}: "
+            f"{_label(trial, self.ctx)}",
+            flush=True,
+        )
+
+    def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        print(
+            f"[{time.monotonic() - self.start:6.0f}s] FAILED {_label(trial, self.ctx)}", flush=True
+        )
+
+
+def summarize(results: Any, ctx: SweepContext, plan: Any, uri: str) -> dict[str, float]:
+    """Print the ranking and return the sweep-level summary metrics for the parent run."""
+    rows, failed = [], []
+    for r in results:
+        trial_label = _label_from_config(r.config, ctx)
+        if r.error:
+            failed.append((trial_label, str(r.error).splitlines()[0]))
+            continue
+        loss = (r.metrics or {}).get("val_loss")
+        if loss is not None:
+            rows.append((float(loss), trial_label, int((r.metrics or {}).get("step", 0))))
+    rows.sort()
+    print(
+        f"\nsweep {plan.name}: {len(rows)} finished, {len(failed)} failed, "
+        f"{len(plan.skipped)} skipped"
+    )
+    for loss, trial_label, step in rows[:10]:
+        print(f"  val_loss {loss:.4f}  {trial_label}  ({step} steps)")
+    for trial_label, reason in failed:
+        print(f"  failed {trial_label}: {reason}")
+    for s in plan.skipped:
+        print(f"  skipped {s.arm}: {s.reason}")
+    print(
+        f"runs recorded in MLflow at {uri} (experiment {plan.name}); browse with "
+        f"`mlflow ui --backend-store-uri {uri}`"
+    )
+    print(f"Tune state and checkpoints in {plan.storage / plan.name}")
+    summary = {
+        "sweep/finished": float(len(rows)),
+        "sweep/failed": float(len(failed)),
+        "sweep/skipped": float(len(plan.skipped)),
+    }
+    if rows:
+        summary["sweep/best_val_loss"] = rows[0][0]
+    return summary
+
+
+def _label_from_config(config: dict, ctx: SweepContext) -> str:
+    class _T:
+        pass
+
+    t = _T()
+    t.config = config  # type: ignore[attr-defined]
+    return _label(t, ctx)

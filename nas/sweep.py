@@ -1,0 +1,230 @@
+"""``nas sweep``: every trial of a space trained on Ray Tune (grid or Optuna search, ASHA where
+it fits), recorded in MLflow as one parent run with a nested child run per trial.
+
+The steps, in order: load the space and build the base configuration; expand the grid (skipping
+invalid cells with their reasons) or set up the search; open the MLflow record in the driver;
+start or join Ray; fit or restore the Tuner; close the record and print the summary.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from nas.tracking import SweepRecord, close_sweep, open_sweep, resolve_tracking_uri
+from nas.trial import SweepContext, run_trial
+from search_spaces import Space, get_space, grid_cells
+from search_spaces.space import Skipped, nest
+from trainers.config import RunConfig, to_dict
+from trainers.config_io import from_dict, parse_overrides
+
+METRIC, MODE = "val_loss", "min"
+
+
+@dataclass(frozen=True)
+class SweepOptions:
+    space: str
+    name: str | None = None
+    trials: int | None = None
+    concurrency: int = 1
+    cpus_per_trial: float = 1.0
+    gpus_per_trial: float = 0.0
+    max_steps: int | None = None
+    seeds: tuple[int, ...] | None = None
+    overrides: tuple[str, ...] = ()
+    scheduler: str = "auto"  # auto: ASHA for searches, none for grids
+    tracking_uri: str | None = None
+    address: str | None = None
+    storage_path: str | None = None
+    verbose: bool = False
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Everything decided before Ray starts; building it raises ValueError on bad input."""
+
+    space: Space
+    name: str
+    base: RunConfig
+    context: SweepContext | None
+    skipped: list[Skipped]
+    storage: Path
+
+
+def plan(opts: SweepOptions, record: SweepRecord | None = None) -> Plan:
+    space = get_space(opts.space)
+    if opts.seeds:
+        space = replace(space, seeds=opts.seeds)
+    if opts.trials is not None:
+        space = replace(space, trials=opts.trials)
+    base = from_dict(nest(space.base))
+    extra = parse_overrides(opts.overrides)
+    if opts.max_steps:
+        extra.setdefault("train", {})["max_steps"] = opts.max_steps
+    base = from_dict(extra, base)
+    skipped: list[Skipped] = []
+    if space.kind == "grid":
+        cells, skipped = grid_cells(space, base)
+        if not cells:
+            reasons = "; ".join(sorted({s.reason for s in skipped}))
+            raise ValueError(f"space {space.name!r} has no valid configuration ({reasons})")
+    storage = Path(opts.storage_path or Path.cwd() / "ray_results").resolve()
+    return Plan(space, opts.name or space.name, base, None, skipped, storage)
+
+
+def _context(p: Plan, record: SweepRecord) -> SweepContext:
+    tags = {"nas.space": p.space.name, "nas.version": _version()}
+    if p.space.kind != "grid":
+        return SweepContext(record, to_dict(p.base), seed=p.space.seeds[0], tags=tags)
+    cells, _ = grid_cells(p.space, p.base)
+    points = [{**c.point, "train.seed": c.seed} for c in cells]
+    return SweepContext(record, to_dict(p.base), points, [c.arm for c in cells], tags=tags)
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("deep-transformer-nas")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def _searcher(space: Space) -> Any:
+    import optuna
+    from ray.tune.search.optuna import OptunaSearch
+
+    from search_spaces.distributions import Choice, Fixed, FloatRange, IntRange
+
+    dists: dict[str, Any] = {}
+    for key, d in space.params.items():
+        if isinstance(d, Choice):
+            dists[key] = optuna.distributions.CategoricalDistribution(list(d.values))
+        elif isinstance(d, Fixed):
+            dists[key] = optuna.distributions.CategoricalDistribution([d.value])
+        elif isinstance(d, IntRange):
+            dists[key] = optuna.distributions.IntDistribution(d.low, d.high, log=d.log)
+        elif isinstance(d, FloatRange):
+            dists[key] = optuna.distributions.FloatDistribution(d.low, d.high, log=d.log)
+    sampler = (
+        optuna.samplers.TPESampler(seed=0)
+        if space.sampler == "tpe"
+        else optuna.samplers.RandomSampler(seed=0)
+    )
+    return OptunaSearch(space=dists, metric=METRIC, mode=MODE, sampler=sampler)
+
+
+def _scheduler(opts: SweepOptions, p: Plan) -> Any:
+    use_asha = opts.scheduler == "asha" or (opts.scheduler == "auto" and p.space.kind == "search")
+    if not use_asha:
+        return None
+    from ray.tune.schedulers import ASHAScheduler
+
+    t = p.base.train
+    return ASHAScheduler(
+        time_attr="step",
+        max_t=t.max_steps,
+        grace_period=min(t.val_every, t.max_steps),
+        reduction_factor=2,
+    )
+
+
+def _tuner(opts: SweepOptions, p: Plan, ctx: SweepContext) -> Any:
+    from ray import tune
+
+    from nas.progress import ProgressPrinter
+
+    trainable = tune.with_resources(
+        tune.with_parameters(run_trial, ctx=ctx),
+        {"cpu": opts.cpus_per_trial, "gpu": opts.gpus_per_trial},
+    )
+    run_config = tune.RunConfig(
+        name=p.name,
+        storage_path=str(p.storage),
+        checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
+        failure_config=tune.FailureConfig(max_failures=2),
+        verbose=1 if opts.verbose else 0,
+        callbacks=[ProgressPrinter(ctx)],
+    )
+    path = p.storage / p.name
+    if tune.Tuner.can_restore(str(path)):
+        print(f"resuming the sweep stored in {path}")
+        return tune.Tuner.restore(str(path), trainable=trainable, resume_errored=True)
+    if p.space.kind == "grid":
+        param_space = {"cell": tune.grid_search(list(range(len(ctx.cells))))}
+        tune_config = tune.TuneConfig(
+            metric=METRIC,
+            mode=MODE,
+            scheduler=_scheduler(opts, p),
+            max_concurrent_trials=opts.concurrency,
+            reuse_actors=True,
+        )
+    else:
+        param_space = {}
+        tune_config = tune.TuneConfig(
+            metric=METRIC,
+            mode=MODE,
+            search_alg=_searcher(p.space),
+            scheduler=_scheduler(opts, p),
+            num_samples=p.space.trials,
+            max_concurrent_trials=opts.concurrency,
+            reuse_actors=True,
+        )
+    return tune.Tuner(
+        trainable, param_space=param_space, tune_config=tune_config, run_config=run_config
+    )
+
+
+def _quiet_ray(verbose: bool) -> None:
+    """Our own progress lines replace Ray's console output unless --verbose."""
+    if verbose:
+        return
+
+    os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")  # the legacy reporter is silent at verbose 0
+    os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
+    logging.getLogger("ray._private.authentication.authentication_token_setup").setLevel(
+        logging.ERROR
+    )
+
+
+def _start_ray(opts: SweepOptions) -> None:
+    _quiet_ray(opts.verbose)
+    import ray
+
+    address = opts.address or os.environ.get("RAY_ADDRESS")
+    ray.init(
+        address=address,
+        include_dashboard=False,
+        log_to_driver=opts.verbose,
+        configure_logging=True,
+        logging_level=logging.INFO if opts.verbose else logging.WARNING,
+    )
+
+
+def run_sweep(opts: SweepOptions) -> int:
+    p = plan(opts)  # every bad input surfaces here, before anything is recorded
+    uri = resolve_tracking_uri(opts.tracking_uri)
+    record = open_sweep(
+        uri,
+        p.name,
+        key=str(p.storage / p.name),
+        tags={"nas.command": " ".join(sys.argv), "nas.space": p.space.name},
+    )
+    for s in p.skipped:
+        print(f"skipped {s.arm}: {s.reason}")
+    ctx = _context(p, record)
+    _start_ray(opts)
+    status = "FAILED"
+    try:
+        results = _tuner(opts, p, ctx).fit()
+        from nas.progress import summarize
+
+        summary = summarize(results, ctx, p, uri)
+        status = "FINISHED"
+    finally:
+        close_sweep(record, {} if status == "FAILED" else summary, status)
+    return 0

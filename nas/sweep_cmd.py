@@ -1,0 +1,77 @@
+"""``nas sweep``: the CLI surface of ``nas.sweep``."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+
+def add_sweep_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "sweep",
+        help="train every trial of a search space on Ray Tune, recorded in MLflow",
+        description="Run a built-in space (see `nas spaces`) or a space YAML file. Re-running "
+        "the same command after an interruption resumes it.",
+    )
+    p.add_argument("space", help="a built-in space name or a space YAML file")
+    p.add_argument("--name", help="sweep name: MLflow experiment and Tune folder (default: space)")
+    p.add_argument("--trials", type=int, help="searches: number of sampled trials")
+    p.add_argument("--concurrency", type=int, default=1, help="trials at once (default 1)")
+    p.add_argument("--cpus-per-trial", type=float, default=1.0)
+    p.add_argument("--gpus-per-trial", type=float, default=0.0, help="fractions allowed")
+    p.add_argument("--max-steps", type=int, help="override train.max_steps for every trial")
+    p.add_argument("--seeds", help="comma-separated seeds, replacing the space's")
+    p.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a base configuration key (repeatable)",
+    )
+    p.add_argument(
+        "--scheduler",
+        choices=("auto", "asha", "none"),
+        default="auto",
+        help="early stopping: auto = ASHA for searches, none for grids",
+    )
+    p.add_argument(
+        "--tracking-uri", help="MLflow store (default: MLFLOW_TRACKING_URI or ./mlflow.db)"
+    )
+    p.add_argument("--address", help="Ray cluster address (default: RAY_ADDRESS or local)")
+    p.add_argument("--storage-path", help="Tune state and checkpoints (default ./ray_results)")
+    p.add_argument("--verbose", action="store_true", help="show Ray's own output")
+    p.set_defaults(run=run)
+
+
+def _seeds(text: str | None) -> tuple[int, ...] | None:
+    if not text:
+        return None
+    try:
+        return tuple(int(s) for s in text.split(","))
+    except ValueError:
+        raise ValueError(f"--seeds {text!r}: expected comma-separated integers") from None
+
+
+def run(args: argparse.Namespace) -> int:
+    from nas.sweep import SweepOptions, run_sweep
+
+    if args.concurrency < 1 or args.cpus_per_trial <= 0 or args.gpus_per_trial < 0:
+        raise ValueError("--concurrency must be >= 1, --cpus-per-trial > 0, --gpus-per-trial >= 0")
+    opts = SweepOptions(
+        space=args.space,
+        name=args.name,
+        trials=args.trials,
+        concurrency=args.concurrency,
+        cpus_per_trial=args.cpus_per_trial,
+        gpus_per_trial=args.gpus_per_trial,
+        max_steps=args.max_steps,
+        seeds=_seeds(args.seeds),
+        overrides=tuple(args.overrides),
+        scheduler={"none": "fifo"}.get(args.scheduler, args.scheduler),
+        tracking_uri=args.tracking_uri,
+        address=args.address,
+        storage_path=args.storage_path,
+        verbose=args.verbose,
+    )
+    return run_sweep(opts)

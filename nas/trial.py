@@ -1,0 +1,95 @@
+"""One sweep trial inside a Ray Tune worker: build the configuration, find or open its MLflow run,
+train with Lightning (resuming from Tune's checkpoint after a failure), and report every
+validation to Tune with a checkpoint."""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from nas.tracking import SweepRecord, TrialRun
+
+CKPT_NAME = "last.ckpt"
+
+
+@dataclass(frozen=True)
+class SweepContext:
+    """What every trial needs besides its own point; plain data, so it pickles to workers."""
+
+    record: SweepRecord
+    base: dict[str, dict[str, Any]]  # the base RunConfig as nested dicts
+    cells: list[dict[str, Any]] = field(default_factory=list)  # grid: cell -> point (+ seed)
+    arms: list[str] = field(default_factory=list)  # grid: cell -> arm label
+    seed: int = 0  # search trials: the seed they run with
+    tags: dict[str, str] = field(default_factory=dict)
+
+
+def _point(config: dict[str, Any], ctx: SweepContext) -> tuple[str, str, dict[str, Any]]:
+    """(trial key, arm label, dotted point) for this trial. Grid cells have stable keys, so a
+    resumed sweep finds each cell's run again; a search trial is keyed by Tune's trial id."""
+    from ray import tune
+
+    if "cell" in config:
+        i = int(config["cell"])
+        return f"cell-{i:05d}", ctx.arms[i], ctx.cells[i]
+    point = {**config, "train.seed": ctx.seed}
+    return tune.get_context().get_trial_id(), "search", point
+
+
+def run_trial(config: dict[str, Any], ctx: SweepContext) -> None:
+    """The function trainable."""
+    from ray import tune
+
+    from search_spaces.space import apply_point
+    from trainers.config import flatten
+    from trainers.config_io import from_dict
+
+    key, arm, point = _point(config, ctx)
+    cfg = apply_point(from_dict(ctx.base), point)
+    params = flatten(cfg)
+    tags = {
+        "nas.trial_id": tune.get_context().get_trial_id(),
+        "nas.arm": arm,
+        "nas.seed": str(cfg.train.seed),
+        **ctx.tags,
+    }
+    run = TrialRun(ctx.record, key, params, tags)
+    out = Path(tune.get_context().get_trial_dir())
+    try:
+        result = _fit(cfg, out, run)
+    except BaseException:
+        run.end("FAILED")
+        raise
+    run.log_metrics(
+        {"final/val_loss": result.val_loss, "final/wall_s": result.wall_s}, result.steps
+    )
+    run.end("FINISHED")  # before the last report: Ray may end the worker right after it
+    tune.report({"val_loss": result.val_loss, "step": result.steps, "done": 1.0})
+
+
+def _fit(cfg: Any, out: Path, run: TrialRun) -> Any:
+    from ray import tune
+
+    from nas.lightning_hooks import TrialLogger, TuneReporter
+    from trainers.run import train
+
+    checkpoint = tune.get_checkpoint()
+    if checkpoint is None:
+        result, _ = train(
+            cfg, out, logger=TrialLogger(run), callbacks=[TuneReporter()], progress=False
+        )
+        return result
+    with checkpoint.as_directory() as folder, tempfile.TemporaryDirectory() as tmp:
+        ckpt = Path(tmp) / CKPT_NAME  # copied out: the checkpoint folder may be read-only
+        ckpt.write_bytes((Path(folder) / CKPT_NAME).read_bytes())
+        result, _ = train(
+            cfg,
+            out,
+            logger=TrialLogger(run),
+            callbacks=[TuneReporter()],
+            progress=False,
+            ckpt_path=ckpt,
+        )
+    return result

@@ -1,0 +1,127 @@
+"""Real sweeps: a local Ray, a real MLflow SQLite store, Lightning trials on the smoke space."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+TINY_SEARCH = """\
+description: a tiny TPE search
+kind: search
+base: {model.d_model: 32, model.n_heads: 2, model.n_layers: 2, model.seq_len: 64,
+       train.batch_size: 4, train.max_steps: 20, train.val_every: 10, train.val_batches: 2,
+       train.warmup_steps: 2, train.diagnostics_batch: 2, data.max_bytes: 1000000}
+params:
+  train.lr: {float: [0.0003, 0.01], log: true}
+  model.residual: [standard, block_attnres]
+  model.attnres_blocks: 2
+trials: 3
+"""
+
+
+def _sweep(tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"}
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "nas.cli",
+            "sweep",
+            *args,
+            "--tracking-uri",
+            f"sqlite:///{tmp / 'mlflow.db'}",
+            "--storage-path",
+            str(tmp / "ray"),
+        ],
+        cwd=tmp,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env=env,
+    )
+
+
+def _runs(tmp: Path, experiment: str) -> list:
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp / 'mlflow.db'}")
+    exp = client.get_experiment_by_name(experiment)
+    assert exp is not None
+    return list(client.search_runs([exp.experiment_id], max_results=1000)), client
+
+
+def test_grid_sweep_records_one_child_run_per_cell_and_resumes_without_duplicates(
+    tmp_path: Path,
+) -> None:
+    """The smoke grid: a parent run and one nested child per cell, each with the flattened
+    config as params, loss and dilution metrics with steps; running the same command again
+    re-runs nothing and records nothing twice."""
+    proc = _sweep(tmp_path, "smoke")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "2 finished, 0 failed" in proc.stdout
+    runs, client = _runs(tmp_path, "smoke")
+    parents = [r for r in runs if r.data.tags.get("nas.role") == "sweep"]
+    children = [r for r in runs if r.data.tags.get("nas.role") == "trial"]
+    assert len(parents) == 1 and len(children) == 2
+    parent = parents[0]
+    assert parent.info.status == "FINISHED" and parent.data.metrics["sweep/finished"] == 2
+    for child in children:
+        assert child.data.tags["mlflow.parentRunId"] == parent.info.run_id
+        assert child.info.status == "FINISHED"
+        assert child.data.params["model.residual"] in ("standard", "block_attnres")
+        assert child.data.params["train.seed"] == "0"
+        steps = [m.step for m in client.get_metric_history(child.info.run_id, "val/loss")]
+        assert len(steps) >= 2 and steps == sorted(steps)
+        assert "dilution/stream_growth" in child.data.metrics
+    assert {c.data.tags["nas.arm"] for c in children} == {"standard", "block_attnres"}
+
+    again = _sweep(tmp_path, "smoke")
+    assert again.returncode == 0, again.stderr[-3000:]
+    runs_after, _ = _runs(tmp_path, "smoke")
+    assert len(runs_after) == len(runs)  # no duplicate runs
+    history = client.get_metric_history(children[0].info.run_id, "val/loss")
+    assert len(history) == len(steps)  # the finished trial was not trained again
+
+
+def test_tpe_search_with_asha(tmp_path: Path) -> None:
+    """A TPE search over a YAML space: the budgeted number of trials, each a child run with the
+    sampled values as params."""
+    space = tmp_path / "search.yaml"
+    space.write_text(TINY_SEARCH)
+    proc = _sweep(tmp_path, str(space), "--name", "tpe")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    runs, _ = _runs(tmp_path, "tpe")
+    children = [r for r in runs if r.data.tags.get("nas.role") == "trial"]
+    assert len(children) == 3
+    lrs = {float(c.data.params["train.lr"]) for c in children}
+    assert len(lrs) == 3 and all(3e-4 <= lr <= 1e-2 for lr in lrs)
+
+
+@pytest.mark.parametrize(
+    "args,match",
+    [
+        (["nonesuch"], "no such space"),
+        (["smoke", "--set", "model.depth=2"], "unknown field"),
+        (
+            ["smoke", "--set", "model.residual=attnres", "--set", "model.placement=post"],
+            "model.placement",
+        ),
+        (["invalid.yaml"], "has no valid configuration"),
+        (["smoke", "--seeds", "a,b"], "--seeds"),
+    ],
+)
+def test_bad_sweep_input_exits_2_before_anything_is_recorded(
+    tmp_path: Path, args: list[str], match: str
+) -> None:
+    """Bad input: one line, exit status 2, no MLflow store and no Tune state written."""
+    (tmp_path / "invalid.yaml").write_text(
+        "arms: {a: {model.residual: attnres, model.placement: post}}\n"
+    )
+    proc = _sweep(tmp_path, *args)
+    assert proc.returncode == 2 and match in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["invalid.yaml"]
