@@ -73,7 +73,29 @@ def plan(opts: SweepOptions, record: SweepRecord | None = None) -> Plan:
             reasons = "; ".join(sorted({s.reason for s in skipped}))
             raise ValueError(f"space {space.name!r} has no valid configuration ({reasons})")
     storage = Path(opts.storage_path or Path.cwd() / "ray_results").resolve()
+    _check_writable(storage)
     return Plan(space, opts.name or space.name, base, None, skipped, storage)
+
+
+def _check_writable(folder: Path) -> None:
+    """The storage path must be a folder we can create files in (checked without creating it)."""
+    existing = next((p for p in (folder, *folder.parents) if p.exists()), None)
+    if existing is None or not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+        raise ValueError(f"--storage-path {folder}: not a writable folder")
+
+
+def _open_record(uri: str, p: Plan) -> SweepRecord:
+    """Open the MLflow record; a store that cannot be opened is bad input, not a crash."""
+    try:
+        return open_sweep(
+            uri,
+            p.name,
+            key=str(p.storage / p.name),
+            tags={"nas.command": " ".join(sys.argv), "nas.space": p.space.name},
+        )
+    except Exception as err:  # MLflow raises its own exception types, sqlalchemy's, OSError
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise ValueError(f"--tracking-uri {uri}: cannot open the MLflow store ({first})") from None
 
 
 def _context(p: Plan, record: SweepRecord) -> SweepContext:

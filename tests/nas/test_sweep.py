@@ -87,6 +87,32 @@ def test_grid_sweep_records_one_child_run_per_cell_and_resumes_without_duplicate
     assert len(history) == len(steps)  # the finished trial was not trained again
 
 
+def test_unusable_tracking_store_exits_2(tmp_path: Path) -> None:
+    """A tracking store that cannot be opened is one line and exit status 2, before any trial."""
+    env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"}
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "nas.cli",
+            "sweep",
+            "smoke",
+            "--tracking-uri",
+            "sqlite:////proc/nas-no-store/mlflow.db",
+            "--storage-path",
+            str(tmp_path / "ray"),
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert proc.stderr.startswith("nas: error: --tracking-uri") and "Traceback" not in proc.stderr
+    assert not (tmp_path / "ray").exists()
+
+
 def test_tpe_search_with_asha(tmp_path: Path) -> None:
     """A TPE search over a YAML space: the budgeted number of trials, each a child run with the
     sampled values as params."""
@@ -112,6 +138,7 @@ def test_tpe_search_with_asha(tmp_path: Path) -> None:
         ),
         (["invalid.yaml"], "has no valid configuration"),
         (["smoke", "--seeds", "a,b"], "--seeds"),
+        (["smoke", "--storage-path", "/proc/nas-cannot-write-here"], "not a writable folder"),
     ],
 )
 def test_bad_sweep_input_exits_2_before_anything_is_recorded(
