@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -78,10 +79,16 @@ def plan(opts: SweepOptions, record: SweepRecord | None = None) -> Plan:
 
 
 def _check_writable(folder: Path) -> None:
-    """The storage path must be a folder we can create files in (checked without creating it)."""
+    """The storage path must be a folder we can create things in. Probed by creating and
+    removing a temporary folder in its nearest existing ancestor (permission bits say nothing
+    when running as root), so a refused path leaves nothing behind."""
     existing = next((p for p in (folder, *folder.parents) if p.exists()), None)
-    if existing is None or not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
-        raise ValueError(f"--storage-path {folder}: not a writable folder")
+    try:
+        if existing is None or not existing.is_dir():
+            raise OSError("no existing parent folder")
+        Path(tempfile.mkdtemp(dir=existing, prefix=".nas-probe-")).rmdir()
+    except OSError:
+        raise ValueError(f"--storage-path {folder}: not a writable folder") from None
 
 
 def _open_record(uri: str, p: Plan) -> SweepRecord:
@@ -230,12 +237,7 @@ def _start_ray(opts: SweepOptions) -> None:
 def run_sweep(opts: SweepOptions) -> int:
     p = plan(opts)  # every bad input surfaces here, before anything is recorded
     uri = resolve_tracking_uri(opts.tracking_uri)
-    record = open_sweep(
-        uri,
-        p.name,
-        key=str(p.storage / p.name),
-        tags={"nas.command": " ".join(sys.argv), "nas.space": p.space.name},
-    )
+    record = _open_record(uri, p)
     for s in p.skipped:
         print(f"skipped {s.arm}: {s.reason}")
     ctx = _context(p, record)

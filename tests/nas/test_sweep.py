@@ -25,6 +25,7 @@ trials: 3
 
 def _sweep(tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"}
+    storage = [] if "--storage-path" in args else ["--storage-path", str(tmp / "ray")]
     return subprocess.run(
         [
             sys.executable,
@@ -34,8 +35,7 @@ def _sweep(tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
             *args,
             "--tracking-uri",
             f"sqlite:///{tmp / 'mlflow.db'}",
-            "--storage-path",
-            str(tmp / "ray"),
+            *storage,
         ],
         cwd=tmp,
         capture_output=True,
