@@ -12,11 +12,12 @@ from ray import tune
 from nas.trial import SweepContext
 
 
-def _label(trial: Any, ctx: SweepContext) -> str:
-    cell = trial.config.get("cell")
+def _label(config: dict, ctx: SweepContext) -> str:
+    """A trial's readable name: its arm and seed for a grid cell, its values for a search."""
+    cell = config.get("cell")
     if cell is not None:
         return f"{ctx.arms[int(cell)]} seed {ctx.cells[int(cell)]['train.seed']}"
-    shown = {k.split(".")[-1]: v for k, v in trial.config.items()}
+    shown = {k.split(".")[-1]: v for k, v in config.items()}
     return ", ".join(
         f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in shown.items()
     )
@@ -41,7 +42,7 @@ class ProgressPrinter(tune.Callback):
         self.best[trial.trial_id] = best
         print(
             f"[{time.monotonic() - self.start:6.0f}s] {trial.trial_id}  "
-            f"{_label(trial, self.ctx):<40} step {int(result.get('step', 0)):>6}  "
+            f"{_label(trial.config, self.ctx):<40} step {int(result.get('step', 0)):>6}  "
             f"val_loss {loss:.4f}  best {best:.4f}",
             flush=True,
         )
@@ -50,13 +51,14 @@ class ProgressPrinter(tune.Callback):
         self.done += 1
         print(
             f"[{time.monotonic() - self.start:6.0f}s] finished {self.done}/{len(trials)}: "
-            f"{_label(trial, self.ctx)}",
+            f"{_label(trial.config, self.ctx)}",
             flush=True,
         )
 
     def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         print(
-            f"[{time.monotonic() - self.start:6.0f}s] FAILED {_label(trial, self.ctx)}", flush=True
+            f"[{time.monotonic() - self.start:6.0f}s] FAILED {_label(trial.config, self.ctx)}",
+            flush=True,
         )
 
 
@@ -64,7 +66,7 @@ def summarize(results: Any, ctx: SweepContext, plan: Any, uri: str) -> dict[str,
     """Print the ranking and return the sweep-level summary metrics for the parent run."""
     rows, failed = [], []
     for r in results:
-        trial_label = _label_from_config(r.config, ctx)
+        trial_label = _label(r.config, ctx)
         if r.error:
             failed.append((trial_label, str(r.error).splitlines()[0]))
             continue
@@ -95,12 +97,3 @@ def summarize(results: Any, ctx: SweepContext, plan: Any, uri: str) -> dict[str,
     if rows:
         summary["sweep/best_val_loss"] = rows[0][0]
     return summary
-
-
-def _label_from_config(config: dict, ctx: SweepContext) -> str:
-    class _T:
-        pass
-
-    t = _T()
-    t.config = config  # type: ignore[attr-defined]
-    return _label(t, ctx)
