@@ -28,6 +28,7 @@ class ProgressPrinter(tune.Callback):
 
     def __init__(self, ctx: SweepContext) -> None:
         self.ctx = ctx
+        self.completed: set[str] = set()  # trials that ended on their own or by the scheduler
         self.start = time.monotonic()
         self.best: dict[str, float] = {}
         self.done = 0
@@ -36,7 +37,7 @@ class ProgressPrinter(tune.Callback):
         self, iteration: int, trials: list, trial: Any, result: dict, **info: Any
     ) -> None:
         loss = result.get("val_loss")
-        if loss is None or result.get("done"):
+        if loss is None or result.get("nas_complete"):
             return
         best = min(self.best.get(trial.trial_id, math.inf), loss)
         self.best[trial.trial_id] = best
@@ -49,6 +50,7 @@ class ProgressPrinter(tune.Callback):
 
     def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         self.done += 1
+        self.completed.add(trial.trial_id)
         print(
             f"[{time.monotonic() - self.start:6.0f}s] finished {self.done}/{len(trials)}: "
             f"{_label(trial.config, self.ctx)}",
@@ -62,21 +64,30 @@ class ProgressPrinter(tune.Callback):
         )
 
 
-def summarize(results: Any, ctx: SweepContext, plan: Any, uri: str) -> dict[str, float]:
-    """Print the ranking and return the sweep-level summary metrics for the parent run."""
-    rows, failed = [], []
+def summarize(
+    results: Any, ctx: SweepContext, plan: Any, uri: str, completed: set[str]
+) -> dict[str, float]:
+    """Print the ranking and return the sweep-level summary metrics for the parent run.
+
+    A trial counts as finished when its trainable reported completion (``nas_complete``), or
+    when this process saw it end (a scheduler's early stop); otherwise it was interrupted
+    (Tune reports an interrupted trial as TERMINATED too, so its status cannot tell)."""
+    rows: list[tuple[float, str, int]] = []
+    failed: list[tuple[str, str]] = []
+    unfinished: list[str] = []
     for r in results:
         trial_label = _label(r.config, ctx)
+        metrics = r.metrics or {}
         if r.error:
             failed.append((trial_label, str(r.error).splitlines()[0]))
-            continue
-        loss = (r.metrics or {}).get("val_loss")
-        if loss is not None:
-            rows.append((float(loss), trial_label, int((r.metrics or {}).get("step", 0))))
+        elif not metrics.get("nas_complete") and metrics.get("trial_id") not in completed:
+            unfinished.append(trial_label)
+        elif metrics.get("val_loss") is not None:
+            rows.append((float(metrics["val_loss"]), trial_label, int(metrics.get("step", 0))))
     rows.sort()
     print(
         f"\nsweep {plan.name}: {len(rows)} finished, {len(failed)} failed, "
-        f"{len(plan.skipped)} skipped"
+        f"{len(unfinished)} unfinished, {len(plan.skipped)} skipped"
     )
     for loss, trial_label, step in rows[:10]:
         print(f"  val_loss {loss:.4f}  {trial_label}  ({step} steps)")
@@ -84,6 +95,8 @@ def summarize(results: Any, ctx: SweepContext, plan: Any, uri: str) -> dict[str,
         print(f"  failed {trial_label}: {reason}")
     for s in plan.skipped:
         print(f"  skipped {s.arm}: {s.reason}")
+    if unfinished:
+        print(f"  interrupted ({', '.join(unfinished)}): run the same command again to resume")
     print(
         f"runs recorded in MLflow at {uri} (experiment {plan.name}); browse with "
         f"`mlflow ui --backend-store-uri {uri}`"
@@ -92,6 +105,7 @@ def summarize(results: Any, ctx: SweepContext, plan: Any, uri: str) -> dict[str,
     summary = {
         "sweep/finished": float(len(rows)),
         "sweep/failed": float(len(failed)),
+        "sweep/unfinished": float(len(unfinished)),
         "sweep/skipped": float(len(plan.skipped)),
     }
     if rows:

@@ -162,10 +162,8 @@ def _scheduler(opts: SweepOptions, p: Plan) -> Any:
     )
 
 
-def _tuner(opts: SweepOptions, p: Plan, ctx: SweepContext) -> Any:
+def _tuner(opts: SweepOptions, p: Plan, ctx: SweepContext, printer: Any) -> Any:
     from ray import tune
-
-    from nas.progress import ProgressPrinter
 
     trainable = tune.with_resources(
         tune.with_parameters(run_trial, ctx=ctx),
@@ -177,7 +175,7 @@ def _tuner(opts: SweepOptions, p: Plan, ctx: SweepContext) -> Any:
         checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
         failure_config=tune.FailureConfig(max_failures=2),
         verbose=1 if opts.verbose else 0,
-        callbacks=[ProgressPrinter(ctx)],
+        callbacks=[printer],
     )
     path = p.storage / p.name
     if tune.Tuner.can_restore(str(path)):
@@ -242,13 +240,17 @@ def run_sweep(opts: SweepOptions) -> int:
         print(f"skipped {s.arm}: {s.reason}")
     ctx = _context(p, record)
     _start_ray(opts)
+    from nas.progress import ProgressPrinter, summarize
+
     status = "FAILED"
     try:
-        results = _tuner(opts, p, ctx).fit()
-        from nas.progress import summarize
+        printer = ProgressPrinter(ctx)
+        results = _tuner(opts, p, ctx, printer).fit()
 
-        summary = summarize(results, ctx, p, uri)
-        status = "FINISHED"
+        summary = summarize(results, ctx, p, uri, printer.completed)
+        status = "KILLED" if summary["sweep/unfinished"] else "FINISHED"
     finally:
         close_sweep(record, {} if status == "FAILED" else summary, status)
-    return 0
+    if summary["sweep/unfinished"]:
+        return 130  # interrupted: the same command resumes it
+    return 1 if summary["sweep/failed"] else 0

@@ -33,7 +33,10 @@ def config_hash(params: Mapping[str, Any]) -> str:
 
 
 def _client(uri: str) -> Any:
+    import logging
+
     os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+    logging.getLogger("mlflow.store.db.utils").setLevel(logging.WARNING)  # migration chatter
     from mlflow.tracking import MlflowClient
 
     return MlflowClient(tracking_uri=uri)

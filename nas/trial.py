@@ -66,7 +66,7 @@ def run_trial(config: dict[str, Any], ctx: SweepContext) -> None:
         {"final/val_loss": result.val_loss, "final/wall_s": result.wall_s}, result.steps
     )
     run.end("FINISHED")  # before the last report: Ray may end the worker right after it
-    tune.report({"val_loss": result.val_loss, "step": result.steps, "done": 1.0})
+    tune.report({"val_loss": result.val_loss, "step": result.steps, "nas_complete": 1.0})
 
 
 def _fit(cfg: Any, out: Path, run: TrialRun) -> Any:

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -152,3 +154,64 @@ def test_bad_sweep_input_exits_2_before_anything_is_recorded(
     assert proc.returncode == 2 and match in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == ["invalid.yaml"]
+
+
+INTERRUPTIBLE = """\
+description: three trials, long enough to interrupt the last one
+base: {model.d_model: 32, model.n_heads: 2, model.seq_len: 64, train.batch_size: 4,
+       train.max_steps: 150, train.val_every: 25, train.val_batches: 2, train.warmup_steps: 2,
+       train.diagnostics_batch: 2, data.max_bytes: 1000000}
+params: {model.n_layers: [1, 2, 3]}
+"""
+
+
+def test_interrupted_sweep_resumes_from_checkpoints_without_duplicates(tmp_path: Path) -> None:
+    """Ctrl-C after the first trials finish: the sweep says what is unfinished and exits 130;
+    the same command then finishes only the interrupted trial, from its last checkpoint, and
+    the record holds exactly one run per trial, all finished."""
+    space = tmp_path / "space.yaml"
+    space.write_text(INTERRUPTIBLE)
+    env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"}
+    cmd = [
+        sys.executable,
+        "-m",
+        "nas.cli",
+        "sweep",
+        str(space),
+        "--name",
+        "cut",
+        "--tracking-uri",
+        f"sqlite:///{tmp_path / 'mlflow.db'}",
+        "--storage-path",
+        str(tmp_path / "ray"),
+    ]
+    log = (tmp_path / "first.txt").open("w")
+    proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=log, stderr=subprocess.DEVNULL, env=env)
+    deadline = time.monotonic() + 300
+    while "finished 2/" not in (tmp_path / "first.txt").read_text():
+        assert proc.poll() is None and time.monotonic() < deadline, "sweep ended too early"
+        time.sleep(0.5)
+    while "n_layers=3 seed 0" not in (tmp_path / "first.txt").read_text():
+        assert time.monotonic() < deadline, "the third trial never reported"
+        time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(timeout=120) == 130
+    first = (tmp_path / "first.txt").read_text()
+    assert "2 finished, 0 failed, 1 unfinished" in first
+
+    runs, client = _runs(tmp_path, "cut")
+    third = next(r for r in runs if r.data.tags.get("nas.arm", "").endswith("n_layers=3"))
+    steps_before = [m.step for m in client.get_metric_history(third.info.run_id, "val/loss")]
+    assert steps_before and max(steps_before) < 149
+
+    again = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=600, env=env)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "3 finished, 0 failed, 0 unfinished" in again.stdout
+    assert again.stdout.count("finished 1/") == 1  # only the interrupted trial ran again
+    runs, client = _runs(tmp_path, "cut")
+    trials = [r for r in runs if r.data.tags.get("nas.role") == "trial"]
+    assert len(trials) == 3 and all(r.info.status == "FINISHED" for r in trials)
+    steps_after = [m.step for m in client.get_metric_history(third.info.run_id, "val/loss")]
+    assert max(steps_after) == 149
+    # resumed from its checkpoint, not from scratch: the early validations are not repeated
+    assert steps_after.count(steps_before[0]) == 1
