@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from nas.spaces_cmd import add_spaces_parser
 from nas.sweep_cmd import add_sweep_parser
 from nas.train_cmd import add_train_parser
+from nas.ui_cmd import add_ui_parser
 
 EXIT_USAGE = 2
 
@@ -35,6 +36,7 @@ def build_parser() -> Parser:
     add_train_parser(sub)
     add_spaces_parser(sub)
     add_sweep_parser(sub)
+    add_ui_parser(sub)
     return parser
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -148,3 +149,39 @@ def test_spaces_lists_and_shows(capsys: pytest.CaptureFixture[str]) -> None:
     assert "6 trials" in capsys.readouterr().out
     assert main(["spaces", "nonesuch"]) == 2
     assert "no such space" in capsys.readouterr().err
+
+
+def test_ui_serves_the_store_on_loopback(tmp_path: Path) -> None:
+    """`nas ui` starts a real MLflow UI on 127.0.0.1 that answers for the given store; SIGINT
+    stops it and its workers."""
+    import signal
+    import socket
+    import time
+    import urllib.request
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "nas.cli", "ui", "--tracking-uri", uri, "--port", str(port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        cwd=tmp_path,
+        start_new_session=True,
+    )
+    try:
+        assert proc.stdout is not None
+        assert f"http://127.0.0.1:{port}" in proc.stdout.readline()
+        deadline, status = time.monotonic() + 120, None
+        while time.monotonic() < deadline and status is None:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5) as r:
+                    status = r.status
+            except OSError:
+                time.sleep(0.5)
+        assert status == 200
+    finally:
+        os.killpg(proc.pid, signal.SIGINT)
+        proc.wait(timeout=60)
