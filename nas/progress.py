@@ -72,7 +72,7 @@ def summarize(
     A trial counts as finished when its trainable reported completion (``nas_complete``), or
     when this process saw it end (a scheduler's early stop); otherwise it was interrupted
     (Tune reports an interrupted trial as TERMINATED too, so its status cannot tell)."""
-    rows: list[tuple[float, str, int]] = []
+    rows: list[tuple[float, str, int, dict]] = []
     failed: list[tuple[str, str]] = []
     unfinished: list[str] = []
     for r in results:
@@ -83,13 +83,14 @@ def summarize(
         elif not metrics.get("nas_complete") and metrics.get("trial_id") not in completed:
             unfinished.append(trial_label)
         elif metrics.get("val_loss") is not None:
-            rows.append((float(metrics["val_loss"]), trial_label, int(metrics.get("step", 0))))
-    rows.sort()
+            loss, step = float(metrics["val_loss"]), int(metrics.get("step", 0))
+            rows.append((loss, trial_label, step, dict(r.config)))
+    rows.sort(key=lambda row: row[0])
     print(
         f"\nsweep {plan.name}: {len(rows)} finished, {len(failed)} failed, "
         f"{len(unfinished)} unfinished, {len(plan.skipped)} skipped"
     )
-    for loss, trial_label, step in rows[:10]:
+    for loss, trial_label, step, _ in rows[:10]:
         print(f"  val_loss {loss:.4f}  {trial_label}  ({step} steps)")
     for trial_label, reason in failed:
         print(f"  failed {trial_label}: {reason}")
@@ -110,4 +111,23 @@ def summarize(
     }
     if rows:
         summary["sweep/best_val_loss"] = rows[0][0]
+        _print_best(rows[0][3], ctx, plan)
     return summary
+
+
+def _print_best(config: dict, ctx: SweepContext, plan: Any) -> None:
+    """The best trial's full configuration as YAML, printed and saved beside the Tune state:
+    ``nas train --config`` takes it as it is."""
+    import yaml
+
+    from search_spaces.space import apply_point
+    from trainers.config import to_dict
+    from trainers.config_io import from_dict
+
+    cell = config.get("cell")
+    point = ctx.cells[int(cell)] if cell is not None else {**config, "train.seed": ctx.seed}
+    text = yaml.safe_dump(to_dict(apply_point(from_dict(ctx.base), point)), sort_keys=False)
+    path = plan.storage / plan.name / "best-config.yaml"
+    path.write_text(text)
+    print(f"best configuration (also in {path}; `nas train --config` takes it):")
+    print("".join(f"  {line}\n" for line in text.splitlines()), end="")

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from trainers.config_io import build_config
+
 TINY_SEARCH = """\
 description: a tiny TPE search
 kind: search
@@ -80,6 +82,13 @@ def test_grid_sweep_records_one_child_run_per_cell_and_resumes_without_duplicate
         assert len(steps) >= 2 and steps == sorted(steps)
         assert "dilution/stream_growth" in child.data.metrics
     assert {c.data.tags["nas.arm"] for c in children} == {"standard", "block_attnres"}
+    best_line = next(
+        line
+        for line in proc.stdout.splitlines()
+        if "val_loss" in line and "seed" in line and line.startswith("  ")
+    )
+    best = build_config(str(tmp_path / "ray" / "smoke" / "best-config.yaml"))
+    assert best.model.residual == best_line.split()[2] and best.train.max_steps == 20
 
     again = _sweep(tmp_path, "smoke")
     assert again.returncode == 0, again.stderr[-3000:]
