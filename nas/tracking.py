@@ -118,9 +118,11 @@ class TrialRun:
         self.client = _client(record.uri)
         query = f"tags.`{PARENT_TAG}` = '{record.parent_run_id}' and tags.`nas.trial_key` = '{trial_key}'"
         found = self.client.search_runs([record.experiment_id], query, max_results=1)
+        self.logged: set[tuple[str, int]] = set()
         if found:  # a retried or resumed trial continues its own run
             self.run_id = found[0].info.run_id
             self.client.update_run(self.run_id, status="RUNNING")
+            self.logged = self._history(found[0].data.metrics)
             return
         all_tags = {
             PARENT_TAG: record.parent_run_id,
@@ -136,8 +138,17 @@ class TrialRun:
         self.run_id = run.info.run_id
         self.client.log_batch(self.run_id, params=[Param(k, str(v)) for k, v in params.items()])
 
+    def _history(self, keys: Mapping[str, float]) -> set[tuple[str, int]]:
+        """(metric, step) pairs the run already holds."""
+        return {(k, m.step) for k in keys for m in self.client.get_metric_history(self.run_id, k)}
+
     def log_metrics(self, metrics: Mapping[str, float], step: int) -> None:
-        _log_metrics(self.client, self.run_id, metrics, step)
+        """Log each metric once per step: a trial resumed from a checkpoint recomputes steps it
+        had logged before the interruption (and re-runs the validation it was saved in); the
+        first value recorded for a step is kept."""
+        new = {k: v for k, v in metrics.items() if (k, step) not in self.logged}
+        self.logged.update((k, step) for k in new)
+        _log_metrics(self.client, self.run_id, new, step)
 
     def log_files(self, files: Sequence[Path], folder: str) -> None:
         for f in files:
