@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from nas import package_version
 from nas.tracking import SweepRecord, close_sweep, open_sweep, resolve_tracking_uri
 from nas.trial import SweepContext, run_trial
 from search_spaces import Space, get_space, grid_cells
@@ -106,21 +107,12 @@ def _open_record(uri: str, p: Plan) -> SweepRecord:
 
 
 def _context(p: Plan, record: SweepRecord) -> SweepContext:
-    tags = {"nas.space": p.space.name, "nas.version": _version()}
+    tags = {"nas.space": p.space.name, "nas.version": package_version()}
     if p.space.kind != "grid":
         return SweepContext(record, to_dict(p.base), seed=p.space.seeds[0], tags=tags)
     cells, _ = grid_cells(p.space, p.base)
     points = [{**c.point, "train.seed": c.seed} for c in cells]
     return SweepContext(record, to_dict(p.base), points, [c.arm for c in cells], tags=tags)
-
-
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("deep-transformer-nas")
-    except PackageNotFoundError:
-        return "unknown"
 
 
 def _searcher(space: Space) -> Any:

@@ -8,6 +8,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from nas import package_version
 from trainers.config_io import build_config, field_help
 
 
@@ -30,6 +31,13 @@ def add_train_parser(sub: Any) -> None:
         help="override one key, e.g. --set model.n_layers=32 (repeatable)",
     )
     p.add_argument("--out", metavar="DIR", help="output folder (default: runs/train/<time>-<arm>)")
+    p.add_argument(
+        "--from-run",
+        metavar="RUN_ID",
+        help="retrain a recorded sweep trial from its logged configuration and seed (--set "
+        "applies on top)",
+    )
+    p.add_argument("--tracking-uri", help="MLflow store for --from-run (default as nas sweep)")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     p.set_defaults(run=run_train)
 
@@ -54,8 +62,24 @@ def _quiet_lightning() -> None:
     warnings.filterwarnings("ignore", message=r".*treespec.*LeafSpec.*")
 
 
+def _recorded_overrides(run_id: str, tracking_uri: str | None) -> list[str]:
+    """A recorded trial's params as --set pairs; warns when the code version differs."""
+    from nas.tracking import resolve_tracking_uri
+    from reports.load import load_run
+    from trainers.config_io import field_help
+
+    run = load_run(resolve_tracking_uri(tracking_uri), run_id)
+    keys = field_help()
+    recorded = run.tags.get("nas.version")
+    current = package_version()
+    if recorded and recorded != current:
+        print(f"warning: run {run_id} was recorded by version {recorded}; this is {current}")
+    return [f"{k}={v}" for k, v in run.params.items() if k in keys]
+
+
 def run_train(args: argparse.Namespace) -> int:
-    cfg = build_config(args.config, args.overrides)
+    recorded = _recorded_overrides(args.from_run, args.tracking_uri) if args.from_run else []
+    cfg = build_config(args.config, [*recorded, *args.overrides])
     out = Path(args.out) if args.out else _default_out(cfg)
     if out.exists() and any(out.iterdir()):
         raise ValueError(f"--out {out}: folder exists and is not empty; choose a new one")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -89,6 +90,36 @@ def test_grid_sweep_records_one_child_run_per_cell_and_resumes_without_duplicate
     )
     best = build_config(str(tmp_path / "ray" / "smoke" / "best-config.yaml"))
     assert best.model.residual == best_line.split()[2] and best.train.max_steps == 20
+
+    # the recorded trial retrains from its logged configuration and seed to the same loss
+    child = children[0]
+    retrain = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "nas.cli",
+            "train",
+            "--from-run",
+            child.info.run_id,
+            "--tracking-uri",
+            f"sqlite:///{tmp_path / 'mlflow.db'}",
+            "--out",
+            str(tmp_path / "re"),
+            "--no-progress",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert retrain.returncode == 0, retrain.stderr[-3000:]
+    recorded = child.data.metrics["final/val_loss"]
+    retrained = json.loads((tmp_path / "re" / "result.json").read_text())["val_loss"]
+    assert abs(retrained - recorded) < 1e-3 * recorded  # thread count may reorder float sums
+    assert (
+        build_config(str(tmp_path / "re" / "config.yaml")).model.residual
+        == (child.data.params["model.residual"])
+    )
 
     again = _sweep(tmp_path, "smoke")
     assert again.returncode == 0, again.stderr[-3000:]
