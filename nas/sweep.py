@@ -57,7 +57,7 @@ class Plan:
     storage: Path
 
 
-def plan(opts: SweepOptions, record: SweepRecord | None = None) -> Plan:
+def plan(opts: SweepOptions) -> Plan:
     space = get_space(opts.space)
     if opts.seeds:
         space = replace(space, seeds=opts.seeds)
@@ -76,7 +76,45 @@ def plan(opts: SweepOptions, record: SweepRecord | None = None) -> Plan:
             raise ValueError(f"space {space.name!r} has no valid configuration ({reasons})")
     storage = Path(opts.storage_path or Path.cwd() / "ray_results").resolve()
     _check_writable(storage)
+    _check_address(opts.address or os.environ.get("RAY_ADDRESS"))
     return Plan(space, opts.name or space.name, base, None, skipped, storage)
+
+
+def _check_address(address: str | None) -> None:
+    """An explicit host:port must accept a connection (a cluster that is not there would
+    otherwise surface as a long time-out, after the record was opened). 'auto' and 'local'
+    are left to Ray."""
+    if not address or address in ("auto", "local"):
+        return
+    import socket
+
+    target = address.removeprefix("ray://")
+    host, _, port = target.rpartition(":")
+    try:
+        with socket.create_connection((host or "127.0.0.1", int(port)), timeout=5):
+            pass
+    except (OSError, ValueError) as err:
+        raise ValueError(
+            f"--address {address}: no Ray cluster reachable there ({err}); give host:port of a "
+            "running head node, or 'auto'"
+        ) from None
+
+
+def _git_commit() -> str:
+    """The commit of the code running the sweep, when it runs from a git checkout."""
+    import subprocess
+
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            cwd=Path(__file__).parent,
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
+    except OSError:
+        return "unknown"
+    return out.stdout.strip() if out.returncode == 0 else "unknown"
 
 
 def _check_writable(folder: Path) -> None:
@@ -107,7 +145,11 @@ def _open_record(uri: str, p: Plan) -> SweepRecord:
 
 
 def _context(p: Plan, record: SweepRecord) -> SweepContext:
-    tags = {"nas.space": p.space.name, "nas.version": package_version()}
+    tags = {
+        "nas.space": p.space.name,
+        "nas.version": package_version(),
+        "nas.git_commit": _git_commit(),
+    }
     if p.space.kind != "grid":
         return SweepContext(record, to_dict(p.base), seed=p.space.seeds[0], tags=tags)
     cells, _ = grid_cells(p.space, p.base)

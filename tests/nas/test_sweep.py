@@ -82,6 +82,7 @@ def test_grid_sweep_records_one_child_run_per_cell_and_resumes_without_duplicate
         steps = [m.step for m in client.get_metric_history(child.info.run_id, "val/loss")]
         assert len(steps) >= 2 and steps == sorted(steps)
         assert "dilution/stream_growth" in child.data.metrics
+        assert len(child.data.tags["nas.git_commit"]) in (40, 7)  # a sha, or "unknown"
     assert {c.data.tags["nas.arm"] for c in children} == {"standard", "block_attnres"}
     best_line = next(
         line
@@ -180,6 +181,7 @@ def test_tpe_search_with_asha(tmp_path: Path) -> None:
         ),
         (["invalid.yaml"], "has no valid configuration"),
         (["smoke", "--seeds", "a,b"], "--seeds"),
+        (["smoke", "--address", "127.0.0.1:1"], "no Ray cluster reachable"),
         (["smoke", "--storage-path", "/proc/nas-cannot-write-here"], "not a writable folder"),
     ],
 )
