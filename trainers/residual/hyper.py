@@ -73,12 +73,16 @@ class HyperSite(nn.Module):
         return a_res.transpose(-1, -2) @ h + b_out.unsqueeze(-1) * y.unsqueeze(-2)
 
 
-@RESIDUALS.register("hyper")
-class Hyper(Residual):
-    @staticmethod
-    def site(cfg: ModelConfig, sublayer: int, post_norm: nn.Module) -> nn.Module:
-        return HyperSite(cfg, sublayer)
+class MultiStream(Residual):
+    """A wiring over ``hc_streams`` copies of the stream (HC and mHC differ only in the site)."""
 
     @staticmethod
     def stream(cfg: ModelConfig) -> Stream:
         return StreamsStream(cfg.hc_streams)
+
+
+@RESIDUALS.register("hyper")
+class Hyper(MultiStream):
+    @staticmethod
+    def site(cfg: ModelConfig, sublayer: int, post_norm: nn.Module) -> nn.Module:
+        return HyperSite(cfg, sublayer)

@@ -21,8 +21,8 @@ from torch import Tensor, nn
 
 from trainers.config import ModelConfig
 from trainers.residual import probe
-from trainers.residual.base import RESIDUALS, Residual, Stream
-from trainers.residual.hyper import StreamsStream
+from trainers.residual.base import RESIDUALS
+from trainers.residual.hyper import MultiStream
 
 PRE_INIT_LOGIT = 4.0  # sigmoid(4) = 0.982, sigmoid(-4) = 0.018
 RES_INIT_LOGIT = 1.0
@@ -74,11 +74,7 @@ class MHCSite(nn.Module):
 
 
 @RESIDUALS.register("mhc")
-class MHC(Residual):
+class MHC(MultiStream):
     @staticmethod
     def site(cfg: ModelConfig, sublayer: int, post_norm: nn.Module) -> nn.Module:
         return MHCSite(cfg, sublayer)
-
-    @staticmethod
-    def stream(cfg: ModelConfig) -> Stream:
-        return StreamsStream(cfg.hc_streams)
