@@ -20,7 +20,7 @@ from nas import package_version
 from nas.tracking import SweepRecord, close_sweep, open_sweep, resolve_tracking_uri
 from nas.trial import SweepContext, run_trial
 from search_spaces import Space, get_space, grid_cells
-from search_spaces.space import Skipped, nest
+from search_spaces.space import Cell, Skipped, nest
 from trainers.config import RunConfig, to_dict
 from trainers.config_io import from_dict, parse_overrides
 
@@ -52,7 +52,7 @@ class Plan:
     space: Space
     name: str
     base: RunConfig
-    context: SweepContext | None
+    cells: list[Cell]  # grid only: every valid cell, expanded once
     skipped: list[Skipped]
     storage: Path
 
@@ -68,6 +68,7 @@ def plan(opts: SweepOptions) -> Plan:
     if opts.max_steps:
         extra.setdefault("train", {})["max_steps"] = opts.max_steps
     base = from_dict(extra, base)
+    cells: list[Cell] = []
     skipped: list[Skipped] = []
     if space.kind == "grid":
         cells, skipped = grid_cells(space, base)
@@ -77,7 +78,7 @@ def plan(opts: SweepOptions) -> Plan:
     storage = Path(opts.storage_path or Path.cwd() / "ray_results").resolve()
     _check_writable(storage)
     _check_address(opts.address or os.environ.get("RAY_ADDRESS"))
-    return Plan(space, opts.name or space.name, base, None, skipped, storage)
+    return Plan(space, opts.name or space.name, base, cells, skipped, storage)
 
 
 def _check_address(address: str | None) -> None:
@@ -152,9 +153,8 @@ def _context(p: Plan, record: SweepRecord) -> SweepContext:
     }
     if p.space.kind != "grid":
         return SweepContext(record, to_dict(p.base), seed=p.space.seeds[0], tags=tags)
-    cells, _ = grid_cells(p.space, p.base)
-    points = [{**c.point, "train.seed": c.seed} for c in cells]
-    return SweepContext(record, to_dict(p.base), points, [c.arm for c in cells], tags=tags)
+    points = [{**c.point, "train.seed": c.seed} for c in p.cells]
+    return SweepContext(record, to_dict(p.base), points, [c.arm for c in p.cells], tags=tags)
 
 
 def _searcher(space: Space) -> Any:

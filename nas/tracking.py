@@ -83,12 +83,6 @@ def close_sweep(record: SweepRecord, summary: Mapping[str, float], status: str) 
     client.set_terminated(record.parent_run_id, status=status)
 
 
-def log_sweep_files(record: SweepRecord, files: Sequence[Path]) -> None:
-    client = _client(record.uri)
-    for f in files:
-        client.log_artifact(record.parent_run_id, str(f))
-
-
 def _children(client: Any, record: SweepRecord) -> list[Any]:
     query = f"tags.`{PARENT_TAG}` = '{record.parent_run_id}'"
     return list(client.search_runs([record.experiment_id], query, max_results=10_000))
