@@ -57,6 +57,7 @@ class TuneReporter(L.Callback):
 
         metrics = {k.replace("/", "_"): float(v) for k, v in trainer.callback_metrics.items()}
         metrics["step"] = trainer.global_step
+        metrics["params"] = float(sum(p.numel() for p in pl_module.parameters()))  # an objective
         with tempfile.TemporaryDirectory() as folder:
             trainer.save_checkpoint(Path(folder) / CKPT_NAME, weights_only=False)
             tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(folder))

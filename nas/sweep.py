@@ -9,6 +9,7 @@ start or join Ray; fit or restore the Tuner; close the record and print the summ
 from __future__ import annotations
 
 import logging
+import math
 import os
 import sys
 import tempfile
@@ -24,8 +25,6 @@ from search_spaces.space import Cell, Skipped, nest
 from trainers.config import RunConfig, to_dict
 from trainers.config_io import from_dict, parse_overrides
 
-METRIC, MODE = "val_loss", "min"
-
 
 @dataclass(frozen=True)
 class SweepOptions:
@@ -34,7 +33,7 @@ class SweepOptions:
     trials: int | None = None
     concurrency: int = 1
     cpus_per_trial: float = 1.0
-    gpus_per_trial: float = 0.0
+    gpus_per_trial: float | None = None  # None: 1 when the cluster has GPUs, else 0
     max_steps: int | None = None
     seeds: tuple[int, ...] | None = None
     overrides: tuple[str, ...] = ()
@@ -42,6 +41,7 @@ class SweepOptions:
     tracking_uri: str | None = None
     address: str | None = None
     storage_path: str | None = None
+    resume: bool = False
     verbose: bool = False
 
 
@@ -77,6 +77,11 @@ def plan(opts: SweepOptions) -> Plan:
             raise ValueError(f"space {space.name!r} has no valid configuration ({reasons})")
     storage = Path(opts.storage_path or Path.cwd() / "ray_results").resolve()
     _check_writable(storage)
+    if opts.resume and not (storage / (opts.name or space.name)).is_dir():
+        raise ValueError(
+            f"--resume: no stored sweep at {storage / (opts.name or space.name)}; "
+            "check --name and --storage-path, or drop --resume to start it"
+        )
     _check_address(opts.address or os.environ.get("RAY_ADDRESS"))
     return Plan(space, opts.name or space.name, base, cells, skipped, storage)
 
@@ -152,7 +157,8 @@ def _context(p: Plan, record: SweepRecord) -> SweepContext:
         "nas.git_commit": _git_commit(),
     }
     if p.space.kind != "grid":
-        return SweepContext(record, to_dict(p.base), seed=p.space.seeds[0], tags=tags)
+        worst = {o.key: math.inf if o.mode == "min" else -math.inf for o in p.space.objectives}
+        return SweepContext(record, to_dict(p.base), seed=p.space.seeds[0], tags=tags, worst=worst)
     points = [{**c.point, "train.seed": c.seed} for c in p.cells]
     return SweepContext(record, to_dict(p.base), points, [c.arm for c in p.cells], tags=tags)
 
@@ -178,17 +184,28 @@ def _searcher(space: Space) -> Any:
         if space.sampler == "tpe"
         else optuna.samplers.RandomSampler(seed=0)
     )
-    return OptunaSearch(space=dists, metric=METRIC, mode=MODE, sampler=sampler)
+    keys = [o.key for o in space.objectives]
+    modes: list[str] = [o.mode for o in space.objectives]
+    if len(keys) == 1:
+        return OptunaSearch(space=dists, metric=keys[0], mode=modes[0], sampler=sampler)
+    return OptunaSearch(space=dists, metric=keys, mode=modes, sampler=sampler)
 
 
 def _scheduler(opts: SweepOptions, p: Plan) -> Any:
-    use_asha = opts.scheduler == "asha" or (opts.scheduler == "auto" and p.space.kind == "search")
-    if not use_asha:
+    """ASHA for single-objective searches by default. Never by default for a grid (an ablation
+    compares full runs) nor for a multi-objective search (stopping on the first objective
+    would cut the small, cheap models a Pareto front is looking for)."""
+    single = len(p.space.objectives) == 1
+    auto = p.space.kind == "search" and single
+    if not (opts.scheduler == "asha" or (opts.scheduler == "auto" and auto)):
         return None
     from ray.tune.schedulers import ASHAScheduler
 
     t = p.base.train
+    first = p.space.objectives[0]
     return ASHAScheduler(
+        metric=first.key,
+        mode=first.mode,
         time_attr="step",
         max_t=t.max_steps,
         grace_period=min(t.val_every, t.max_steps),
@@ -201,7 +218,7 @@ def _tuner(opts: SweepOptions, p: Plan, ctx: SweepContext, printer: Any) -> Any:
 
     trainable = tune.with_resources(
         tune.with_parameters(run_trial, ctx=ctx),
-        {"cpu": opts.cpus_per_trial, "gpu": opts.gpus_per_trial},
+        {"cpu": opts.cpus_per_trial, "gpu": _gpus_per_trial(opts)},
     )
     run_config = tune.RunConfig(
         name=p.name,
@@ -214,22 +231,25 @@ def _tuner(opts: SweepOptions, p: Plan, ctx: SweepContext, printer: Any) -> Any:
     path = p.storage / p.name
     if tune.Tuner.can_restore(str(path)):
         print(f"resuming the sweep stored in {path}")
-        return tune.Tuner.restore(str(path), trainable=trainable, resume_errored=True)
+        tuner = tune.Tuner.restore(str(path), trainable=trainable, resume_errored=True)
+        # Tune restores the run config pickled by the first invocation, callbacks included;
+        # this invocation's live view (and verbosity) must replace them. No public API for it.
+        local = tuner._local_tuner
+        assert local is not None  # a Tuner made in this process (not through Ray Client)
+        restored = local.get_run_config()
+        restored.callbacks, restored.verbose = run_config.callbacks, run_config.verbose
+        return tuner
     if p.space.kind == "grid":
         param_space = {"cell": tune.grid_search(list(range(len(ctx.cells))))}
         tune_config = tune.TuneConfig(
-            metric=METRIC,
-            mode=MODE,
-            scheduler=_scheduler(opts, p),
+            scheduler=_scheduler(opts, p),  # carries its own metric: Tune refuses it twice
             max_concurrent_trials=opts.concurrency,
             reuse_actors=True,
         )
     else:
         param_space = {}
         tune_config = tune.TuneConfig(
-            metric=METRIC,
-            mode=MODE,
-            search_alg=_searcher(p.space),
+            search_alg=_searcher(p.space),  # the searcher and ASHA carry their own metrics
             scheduler=_scheduler(opts, p),
             num_samples=p.space.trials,
             max_concurrent_trials=opts.concurrency,
@@ -238,6 +258,16 @@ def _tuner(opts: SweepOptions, p: Plan, ctx: SweepContext, printer: Any) -> Any:
     return tune.Tuner(
         trainable, param_space=param_space, tune_config=tune_config, run_config=run_config
     )
+
+
+def _gpus_per_trial(opts: SweepOptions) -> float:
+    """One GPU per trial where the cluster (or this machine) has any, unless told otherwise;
+    Ray then hides the GPUs from trials that asked for none, so those train on the CPU."""
+    if opts.gpus_per_trial is not None:
+        return opts.gpus_per_trial
+    import ray
+
+    return 1.0 if ray.cluster_resources().get("GPU", 0) > 0 else 0.0
 
 
 def _quiet_ray(verbose: bool) -> None:
@@ -274,14 +304,15 @@ def run_sweep(opts: SweepOptions) -> int:
         print(f"skipped {s.arm}: {s.reason}")
     ctx = _context(p, record)
     _start_ray(opts)
-    from nas.progress import ProgressPrinter, summarize
+    from nas.live import LiveView
+    from nas.summary import summarize
 
     status = "FAILED"
     try:
-        printer = ProgressPrinter(ctx)
-        results = _tuner(opts, p, ctx, printer).fit()
-
-        summary = summarize(results, ctx, p, uri, printer.completed)
+        total = len(p.cells) if p.space.kind == "grid" else p.space.trials
+        view = LiveView(ctx, total, state_file=p.storage / p.name / "nas-completed.json")
+        results = _tuner(opts, p, ctx, view).fit()
+        summary = summarize(results, ctx, p, uri, view.completed)
         status = "KILLED" if summary["sweep/unfinished"] else "FINISHED"
     finally:
         close_sweep(record, {} if status == "FAILED" else summary, status)

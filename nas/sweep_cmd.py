@@ -18,7 +18,11 @@ def add_sweep_parser(sub: Any) -> None:
     p.add_argument("--trials", type=int, help="searches: number of sampled trials")
     p.add_argument("--concurrency", type=int, default=1, help="trials at once (default 1)")
     p.add_argument("--cpus-per-trial", type=float, default=1.0)
-    p.add_argument("--gpus-per-trial", type=float, default=0.0, help="fractions allowed")
+    p.add_argument(
+        "--gpus-per-trial",
+        type=float,
+        help="fractions allowed (default: 1 when the cluster has GPUs, else 0)",
+    )
     p.add_argument("--max-steps", type=int, help="override train.max_steps for every trial")
     p.add_argument("--seeds", help="comma-separated seeds, replacing the space's")
     p.add_argument(
@@ -40,6 +44,12 @@ def add_sweep_parser(sub: Any) -> None:
     )
     p.add_argument("--address", help="Ray cluster address (default: RAY_ADDRESS or local)")
     p.add_argument("--storage-path", help="Tune state and checkpoints (default ./ray_results)")
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="insist on continuing a stored sweep (an error if there is none; without it, a "
+        "stored sweep of the same name is resumed too)",
+    )
     p.add_argument("--verbose", action="store_true", help="show Ray's own output")
     p.set_defaults(run=run)
 
@@ -56,7 +66,7 @@ def _seeds(text: str | None) -> tuple[int, ...] | None:
 def run(args: argparse.Namespace) -> int:
     from nas.sweep import SweepOptions, run_sweep
 
-    if args.concurrency < 1 or args.cpus_per_trial <= 0 or args.gpus_per_trial < 0:
+    if args.concurrency < 1 or args.cpus_per_trial <= 0 or (args.gpus_per_trial or 0) < 0:
         raise ValueError("--concurrency must be >= 1, --cpus-per-trial > 0, --gpus-per-trial >= 0")
     opts = SweepOptions(
         space=args.space,
@@ -72,6 +82,7 @@ def run(args: argparse.Namespace) -> int:
         tracking_uri=args.tracking_uri,
         address=args.address,
         storage_path=args.storage_path,
+        resume=args.resume,
         verbose=args.verbose,
     )
     return run_sweep(opts)

@@ -4,6 +4,7 @@ validation to Tune with a checkpoint."""
 
 from __future__ import annotations
 
+import math
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +25,8 @@ class SweepContext:
     arms: list[str] = field(default_factory=list)  # grid: cell -> arm label
     seed: int = 0  # search trials: the seed they run with
     tags: dict[str, str] = field(default_factory=dict)
+    # searches: each objective's worst value, reported for an infeasible proposal
+    worst: dict[str, float] = field(default_factory=lambda: {"val_loss": math.inf})
 
 
 def _point(config: dict[str, Any], ctx: SweepContext) -> tuple[str, str, dict[str, Any]]:
@@ -47,15 +50,19 @@ def run_trial(config: dict[str, Any], ctx: SweepContext) -> None:
     from trainers.config_io import from_dict
 
     key, arm, point = _point(config, ctx)
-    cfg = apply_point(from_dict(ctx.base), point)
-    params = flatten(cfg)
     tags = {
         "nas.trial_id": tune.get_context().get_trial_id(),
         "nas.arm": arm,
-        "nas.seed": str(cfg.train.seed),
+        "nas.node": _node_id(),
         **ctx.tags,
     }
-    run = TrialRun(ctx.record, key, params, tags)
+    try:
+        cfg = apply_point(from_dict(ctx.base), point)
+    except ValueError as err:  # a sampler proposed an invalid combination: no training spent
+        _infeasible(ctx, key, point, tags, str(err))
+        return
+    tags["nas.seed"] = str(cfg.train.seed)
+    run = TrialRun(ctx.record, key, flatten(cfg), tags)
     out = Path(tune.get_context().get_trial_dir())
     try:
         result = _fit(cfg, out, run)
@@ -66,7 +73,32 @@ def run_trial(config: dict[str, Any], ctx: SweepContext) -> None:
         {"final/val_loss": result.val_loss, "final/wall_s": result.wall_s}, result.steps
     )
     run.end("FINISHED")  # before the last report: Ray may end the worker right after it
-    tune.report({"val_loss": result.val_loss, "step": result.steps, "nas_complete": 1.0})
+    final = {"val_loss": result.val_loss, "params": float(result.params), "step": result.steps}
+    if result.val_bpb is not None:
+        final["val_bpb"] = result.val_bpb
+    tune.report({**final, "nas_complete": 1.0})  # the searcher reads its objectives here
+
+
+def _node_id() -> str:
+    """The Ray node the trial runs on (the cluster test checks trials spread over nodes)."""
+    import ray
+
+    return str(ray.get_runtime_context().get_node_id())
+
+
+def _infeasible(
+    ctx: SweepContext, key: str, point: dict[str, Any], tags: dict[str, str], reason: str
+) -> None:
+    """Record the proposal with its reason and tell the searcher at once: the worst value for
+    every objective, so it learns to avoid the region, and a flag the summary lists."""
+    from ray import tune
+
+    run = TrialRun(
+        ctx.record, key, {k: v for k, v in point.items()}, {**tags, "nas.infeasible": reason}
+    )
+    run.end("FINISHED")
+    flags = {"step": 0, "nas_complete": 1.0, "nas_infeasible": 1.0, "nas_reason": reason}
+    tune.report({**ctx.worst, **flags})
 
 
 def _fit(cfg: Any, out: Path, run: TrialRun) -> Any:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from search_spaces.distributions import Choice, FloatRange, IntRange
-from search_spaces.space import Space
+from search_spaces.space import Objective, Space
 from trainers.config import VALID_PLACEMENTS
 
 TINY: dict[str, Any] = {
@@ -117,6 +117,20 @@ BUILTIN: dict[str, Space] = {
                 "model.d_model": Choice((64, 128, 192, 256)),
             },
             trials=20,
+        ),
+        Space(
+            name="pareto_size",
+            description="multi-objective TPE: validation loss against parameter count over "
+            "residual type, depth and width",
+            kind="search",
+            base=ABLATION,
+            params={
+                "model.residual": Choice(("standard", "attnres", "block_attnres")),
+                "model.n_layers": Choice((4, 8, 16)),
+                "model.d_model": Choice((64, 128, 192)),
+            },
+            trials=24,
+            objectives=(Objective("val/loss"), Objective("params")),
         ),
     )
 }

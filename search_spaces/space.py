@@ -23,10 +23,24 @@ Kind = Literal["grid", "search"]
 Sampler = Literal["tpe", "random"]
 
 
+# What a search can optimize: the metrics every trial reports to Tune at each validation.
+OBJECTIVE_METRICS = ("val/loss", "val/bpb", "params")
+
+
 @dataclass(frozen=True)
 class Objective:
     metric: str = "val/loss"
     mode: Literal["min", "max"] = "min"
+
+    def __post_init__(self) -> None:
+        if self.metric not in OBJECTIVE_METRICS:
+            allowed = ", ".join(OBJECTIVE_METRICS)
+            raise ValueError(f"objectives: unknown metric {self.metric!r}; allowed: {allowed}")
+
+    @property
+    def key(self) -> str:
+        """The name Tune and Optuna see (Tune's result keys cannot hold '/')."""
+        return self.metric.replace("/", "_")
 
 
 @dataclass(frozen=True)
@@ -47,6 +61,8 @@ class Space:
             raise ValueError("seeds: empty; give at least one seed")
         if self.kind == "search" and self.trials < 1:
             raise ValueError("trials: a search needs trials >= 1")
+        if len({o.metric for o in self.objectives}) != len(self.objectives):
+            raise ValueError("objectives: each metric may appear once")
         if self.kind == "grid":
             for key, dist in self.params.items():
                 try:

@@ -170,6 +170,47 @@ def test_tpe_search_with_asha(tmp_path: Path) -> None:
     assert len(lrs) == 3 and all(3e-4 <= lr <= 1e-2 for lr in lrs)
 
 
+PARETO_SEARCH = """\
+description: validation loss against parameter count; n_heads 3 cannot split d_model 32
+kind: search
+sampler: random
+base: {model.d_model: 32, model.seq_len: 64, train.batch_size: 4, train.max_steps: 10,
+       train.val_every: 5, train.val_batches: 2, train.warmup_steps: 2,
+       train.diagnostics_batch: 2, data.max_bytes: 1000000}
+params:
+  model.n_layers: [1, 2, 3]
+  model.n_heads: [2, 3]
+trials: 6
+objectives: [{metric: val/loss}, {metric: params}]
+"""
+
+
+def test_multi_objective_search_reports_infeasible_proposals_at_once(tmp_path: Path) -> None:
+    """A two-objective search: every proposal gets a child run; the ones the configuration
+    rejects are tagged infeasible with the reason and have no metrics (no training spent); the
+    others record both objectives; the summary prints the Pareto front."""
+    space = tmp_path / "pareto.yaml"
+    space.write_text(PARETO_SEARCH)
+    proc = _sweep(tmp_path, str(space), "--name", "pareto")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    runs, _ = _runs(tmp_path, "pareto")
+    children = [r for r in runs if r.data.tags.get("nas.role") == "trial"]
+    assert len(children) == 6
+    bad = [c for c in children if c.data.params.get("model.n_heads") == "3"]
+    good = [c for c in children if c.data.params.get("model.n_heads") == "2"]
+    assert bad and good and len(bad) + len(good) == 6
+    assert all("n_heads" in c.data.tags["nas.infeasible"] and not c.data.metrics for c in bad)
+    assert all("final/val_loss" in c.data.metrics for c in good)
+    assert f"{len(bad)} infeasible" in proc.stdout
+    assert "Pareto front (val/loss min, params min):" in proc.stdout
+
+
+def test_resume_without_a_stored_sweep_exits_2(tmp_path: Path) -> None:
+    proc = _sweep(tmp_path, "smoke", "--resume")
+    assert proc.returncode == 2 and "--resume: no stored sweep" in proc.stderr
+    assert not (tmp_path / "mlflow.db").exists()
+
+
 @pytest.mark.parametrize(
     "args,match",
     [
@@ -230,7 +271,7 @@ def test_interrupted_sweep_resumes_from_checkpoints_without_duplicates(tmp_path:
     log = (tmp_path / "first.txt").open("w")
     proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=log, stderr=subprocess.DEVNULL, env=env)
     deadline = time.monotonic() + 300
-    while "finished 2/" not in (tmp_path / "first.txt").read_text():
+    while (tmp_path / "first.txt").read_text().count("] done ") < 2:
         assert proc.poll() is None and time.monotonic() < deadline, "sweep ended too early"
         time.sleep(0.5)
     while "n_layers=3 seed 0" not in (tmp_path / "first.txt").read_text():
@@ -239,7 +280,7 @@ def test_interrupted_sweep_resumes_from_checkpoints_without_duplicates(tmp_path:
     proc.send_signal(signal.SIGINT)
     assert proc.wait(timeout=120) == 130
     first = (tmp_path / "first.txt").read_text()
-    assert "2 finished, 0 failed, 1 unfinished" in first
+    assert "2 finished, 0 failed, 0 infeasible, 1 unfinished" in first
 
     runs, client = _runs(tmp_path, "cut")
     third = next(r for r in runs if r.data.tags.get("nas.arm", "").endswith("n_layers=3"))
@@ -248,8 +289,9 @@ def test_interrupted_sweep_resumes_from_checkpoints_without_duplicates(tmp_path:
 
     again = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=600, env=env)
     assert again.returncode == 0, again.stderr[-3000:]
-    assert "3 finished, 0 failed, 0 unfinished" in again.stdout
-    assert again.stdout.count("finished 1/") == 1  # only the interrupted trial ran again
+    assert "3 finished, 0 failed, 0 infeasible, 0 unfinished" in again.stdout
+    assert again.stdout.count("] done ") == 1  # only the interrupted trial ran again
+    assert "[##############################] 3/3 trials" in again.stdout, again.stdout
     runs, client = _runs(tmp_path, "cut")
     trials = [r for r in runs if r.data.tags.get("nas.role") == "trial"]
     assert len(trials) == 3 and all(r.info.status == "FINISHED" for r in trials)

@@ -137,6 +137,8 @@ def test_user_space_file(tmp_path: Path) -> None:
         ("colour: red\n", "'colour': unknown key; allowed: name, description"),
         ("- 1\n", "expected a mapping"),
         ("params: [1\n", "not valid YAML"),
+        ("objectives: [{metric: accuracy}]\n", "unknown metric 'accuracy'; allowed: val/loss"),
+        ("objectives: [{metric: params}, {metric: params}]\n", "each metric may appear once"),
     ],
 )
 def test_bad_space_files_name_the_file_and_key(tmp_path: Path, text: str, match: str) -> None:
@@ -160,3 +162,34 @@ def test_search_spaces_import_no_torch() -> None:
         "import sys, search_spaces; sys.exit('torch' in sys.modules or 'lightning' in sys.modules)"
     )
     assert subprocess.run([sys.executable, "-c", code], timeout=60).returncode == 0
+
+
+def _dominated(p: list[float], q: list[float]) -> bool:
+    """q dominates p (minimizing every coordinate)."""
+    return all(b <= a for a, b in zip(p, q, strict=True)) and q != p
+
+
+def test_pareto_front_is_exactly_the_non_dominated_points() -> None:
+    """On seeded random points: no front point is dominated by any point, every other point is
+    dominated by a front point, and maximizing an objective is minimizing its negation."""
+    import random
+
+    from search_spaces.pareto import pareto_front
+
+    rng = random.Random(0)
+    points = [[rng.randint(0, 9), rng.randint(0, 9)] for _ in range(60)]
+    front = pareto_front(points, ["min", "min"])
+    assert front
+    for i, p in enumerate(points):
+        if i in front:
+            assert not any(_dominated(p, q) for q in points)
+        else:
+            assert any(_dominated(p, points[j]) for j in front)
+    negated = [[x, -y] for x, y in points]
+    assert pareto_front(negated, ["min", "max"]) == front
+
+
+def test_pareto_size_space_is_multi_objective() -> None:
+    space = get_space("pareto_size")
+    assert [o.metric for o in space.objectives] == ["val/loss", "params"]
+    assert space.kind == "search"
