@@ -1,0 +1,127 @@
+"""The report's document model: what a report says, independent of how it is rendered.
+
+A report is a ``Document`` of ``Section``s, each holding ``Paragraph``, ``Table`` and ``Figure``
+blocks. Every block is a frozen value object validated at construction, so the renderers
+(``render_html``, ``render_md``) never meet a malformed table or an unsafe figure name.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Literal, get_args
+
+ParagraphKind = Literal["text", "note", "warning", "code"]
+PARAGRAPH_KINDS: tuple[str, ...] = get_args(ParagraphKind)
+
+# Figure names become file names (``figures/<name>.png``) and HTML ids: keep them to a safe stem.
+_FIGURE_NAME = re.compile(r"[a-z0-9_-]+")
+_PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+@dataclass(frozen=True)
+class Paragraph:
+    """A run of prose. ``note``/``warning`` render as a callout, ``code`` as a preformatted block."""
+
+    text: str
+    """The words. Backticks mark inline code spans (not in ``code`` paragraphs, taken verbatim)."""
+    kind: ParagraphKind = "text"
+    """One of ``text``, ``note``, ``warning``, ``code``."""
+
+    def __post_init__(self) -> None:
+        if self.kind not in PARAGRAPH_KINDS:
+            raise ValueError(
+                f"Paragraph kind {self.kind!r}: unknown; valid: {', '.join(PARAGRAPH_KINDS)}"
+            )
+
+
+@dataclass(frozen=True)
+class Table:
+    """A table of already formatted cells; every row has one cell per column."""
+
+    columns: tuple[str, ...]
+    """Header cells."""
+    rows: tuple[tuple[str, ...], ...]
+    """Body rows, each as long as ``columns``."""
+    caption: str = ""
+    """Shown above the table; empty for none."""
+    highlight: tuple[int, ...] = ()
+    """Indices into ``rows`` to emphasize (e.g. the baseline)."""
+
+    def __post_init__(self) -> None:
+        if not self.columns:
+            raise ValueError("Table: needs at least one column")
+        for i, row in enumerate(self.rows):
+            if len(row) != len(self.columns):
+                raise ValueError(f"Table row {i}: {len(row)} cells for {len(self.columns)} columns")
+        bad = [i for i in self.highlight if not 0 <= i < len(self.rows)]
+        if bad:
+            raise ValueError(
+                f"Table highlight {bad}: no such rows (the table has {len(self.rows)})"
+            )
+
+
+@dataclass(frozen=True)
+class Figure:
+    """A rendered PNG image with its caption."""
+
+    name: str
+    """File stem, ``[a-z0-9_-]+``, unique within a document."""
+    png: bytes
+    """The encoded PNG file."""
+    caption: str
+    """Shown under the figure and used as its alt text."""
+
+    def __post_init__(self) -> None:
+        if not _FIGURE_NAME.fullmatch(self.name):
+            raise ValueError(f"Figure name {self.name!r}: use only a-z, 0-9, '_' and '-'")
+        # The Markdown renderer writes these bytes to ``<name>.png``; catch a wrong format here.
+        if not self.png.startswith(_PNG_SIGNATURE):
+            raise ValueError(f"Figure {self.name!r}: png is not a PNG file")
+
+
+Block = Paragraph | Table | Figure
+
+
+@dataclass(frozen=True)
+class Section:
+    """A titled part of the report; ``level`` 2 is a top-level section (the title is level 1)."""
+
+    title: str
+    blocks: tuple[Block, ...]
+    level: int = 2
+    """Heading level, 2 to 6."""
+
+    def __post_init__(self) -> None:
+        if not 2 <= self.level <= 6:
+            raise ValueError(f"Section {self.title!r}: level {self.level} is not within 2..6")
+
+
+@dataclass(frozen=True)
+class Document:
+    """A whole report."""
+
+    title: str
+    sections: tuple[Section, ...]
+    subtitle: str = ""
+
+    def __post_init__(self) -> None:
+        names = [f.name for f in self.figures()]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"Document: figure names used twice: {', '.join(dupes)}")
+
+    def figures(self) -> tuple[Figure, ...]:
+        """Every figure, in reading order."""
+        return tuple(b for s in self.sections for b in s.blocks if isinstance(b, Figure))
+
+
+def inline_spans(text: str) -> tuple[tuple[str, bool], ...]:
+    """Split prose into ``(text, is_code)`` pieces at backtick pairs.
+
+    An unpaired trailing backtick stays literal text, so a stray one never swallows the rest.
+    """
+    parts = text.split("`")
+    if len(parts) % 2 == 0:  # odd number of backticks: the last one has no partner
+        parts = [*parts[:-2], parts[-2] + "`" + parts[-1]]
+    return tuple((p, i % 2 == 1) for i, p in enumerate(parts) if p)

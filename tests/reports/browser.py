@@ -1,0 +1,183 @@
+"""Open a report in a real headless Chromium and report what the browser saw (a test helper).
+
+No selenium or driver: ``check_page`` copies the page, appends a script that awaits every
+``img.decode()`` and writes a JSON verdict into ``<pre id="nas-browser-check">``, runs Chromium
+with ``--dump-dom`` and parses the verdict out of the dumped DOM. A second run takes the
+screenshot from the unmodified page, so the verdict never shows up in it.
+
+``ensure_chromium()`` returns a binary's path or raises ``ChromiumUnavailable`` whose message is
+the reason, ready for ``pytest.skip(str(err))``.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+BINARIES = ("chromium", "chromium-browser", "google-chrome")
+APT_TIMEOUT_S = 420
+BROWSER_TIMEOUT_S = 60
+_RESULT_ID = "nas-browser-check"
+
+# Runs after the page's own content: waits for every image to decode (a broken one rejects),
+# then leaves the verdict in the DOM where --dump-dom will print it.
+_PROBE = f"""
+<script>
+(async () => {{
+  const images = Array.from(document.images);
+  const ok = await Promise.all(
+    images.map((img) => img.decode().then(() => img.naturalWidth > 0, () => false)));
+  const verdict = {{
+    title: document.title,
+    images: images.length,
+    decoded: ok.filter(Boolean).length,
+    tables: document.querySelectorAll("table").length,
+  }};
+  const pre = document.createElement("pre");
+  pre.id = "{_RESULT_ID}";
+  pre.textContent = JSON.stringify(verdict);
+  document.body.appendChild(pre);
+}})();
+</script>
+"""
+
+
+class ChromiumUnavailable(RuntimeError):
+    """No Chromium here and none could be installed; the message says why."""
+
+
+class PageCheckError(RuntimeError):
+    """Chromium ran but produced no verdict or no screenshot."""
+
+
+@dataclass(frozen=True)
+class PageCheck:
+    """What the browser saw on one page."""
+
+    title: str
+    images: int
+    """``<img>`` elements on the page."""
+    decoded: int
+    """Images whose ``decode()`` resolved with ``naturalWidth > 0``."""
+    tables: int
+    """``<table>`` elements."""
+
+
+def find_chromium() -> str | None:
+    """The first Chromium-like binary on PATH, or None."""
+    for name in BINARIES:
+        path = shutil.which(name)
+        if path:
+            return path
+    return None
+
+
+def ensure_chromium() -> str:
+    """A Chromium binary's path, installing Debian's ``chromium`` when missing and running as root.
+
+    Raises ChromiumUnavailable with the reason when there is none and it cannot be installed.
+    """
+    found = find_chromium()
+    if found:
+        return found
+    if not hasattr(os, "geteuid") or os.geteuid() != 0:
+        raise ChromiumUnavailable(f"none of {', '.join(BINARIES)} on PATH, and not root to install")
+    if shutil.which("apt-get") is None:
+        raise ChromiumUnavailable(f"none of {', '.join(BINARIES)} on PATH, and no apt-get")
+    install = ["apt-get", "install", "-y", "--no-install-recommends", "chromium"]
+    # The first try skips `apt-get update`: package lists are often there already and updating
+    # costs a network round trip; a missing or stale list makes the install fail, then we update.
+    if _run_apt(install) != 0:
+        _run_apt(["apt-get", "update"])
+        status = _run_apt(install)
+        if status != 0:
+            raise ChromiumUnavailable(f"apt-get install chromium failed ({status})")
+    found = find_chromium()
+    if found is None:
+        raise ChromiumUnavailable("apt-get installed chromium but no binary is on PATH")
+    return found
+
+
+def _run_apt(cmd: list[str]) -> int | str:
+    """The exit status, or a short reason when apt did not finish."""
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    try:
+        return subprocess.run(
+            cmd, env=env, capture_output=True, timeout=APT_TIMEOUT_S, check=False
+        ).returncode
+    except subprocess.TimeoutExpired:
+        return f"{' '.join(cmd[:2])} timed out after {APT_TIMEOUT_S}s"
+
+
+def check_page(page: Path, screenshot: Path, chromium: str | None = None) -> PageCheck:
+    """Load ``page`` from disk in headless Chromium, write ``screenshot`` (PNG), report what it saw."""
+    binary = chromium or ensure_chromium()
+    with tempfile.TemporaryDirectory(prefix="nas-browser-") as tmp:
+        probed = Path(tmp) / "page.html"
+        probed.write_text(_with_probe(page.read_text(encoding="utf-8")), encoding="utf-8")
+        dom = _chromium(binary, Path(tmp), ["--dump-dom", "--virtual-time-budget=10000"], probed)
+        screenshot.parent.mkdir(parents=True, exist_ok=True)
+        shot = [f"--screenshot={screenshot.resolve()}", "--window-size=1280,4000"]
+        _chromium(binary, Path(tmp), shot, page)
+    if not screenshot.is_file() or screenshot.stat().st_size == 0:
+        raise PageCheckError(f"chromium wrote no screenshot at {screenshot}")
+    return _verdict(dom)
+
+
+def _with_probe(page: str) -> str:
+    """The page with the probe script just before ``</body>`` (or at the end when there is none)."""
+    at = page.lower().rfind("</body>")
+    return page + _PROBE if at < 0 else page[:at] + _PROBE + page[at:]
+
+
+def _chromium(binary: str, tmp: Path, args: list[str], page: Path) -> str:
+    """Run one headless Chromium on ``page``; its stdout. Killed, whole group, on timeout."""
+    profile = tempfile.mkdtemp(prefix="profile-", dir=tmp)  # a fresh profile per run
+    cmd = [
+        binary,
+        "--headless",
+        "--no-sandbox",  # root in a container: the sandbox cannot start
+        "--disable-gpu",
+        "--disable-dev-shm-usage",  # containers often have a tiny /dev/shm
+        "--no-first-run",
+        "--no-default-browser-check",
+        f"--user-data-dir={profile}",
+        *args,
+        page.resolve().as_uri(),
+    ]
+    # A new session so a timeout can kill the renderer and GPU helpers too, not just the parent.
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True
+    )
+    try:
+        out, err = proc.communicate(timeout=BROWSER_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise PageCheckError(f"chromium timed out after {BROWSER_TIMEOUT_S}s on {page}") from None
+    if proc.returncode != 0:
+        tail = err.decode(errors="replace").strip().splitlines()[-3:]
+        raise PageCheckError(f"chromium exited {proc.returncode}: {' | '.join(tail)}")
+    return out.decode("utf-8", errors="replace")
+
+
+def _verdict(dom: str) -> PageCheck:
+    match = re.search(rf'<pre id="{_RESULT_ID}">(.*?)</pre>', dom, re.S)
+    if match is None:
+        raise PageCheckError("the probe script left no verdict in the dumped DOM")
+    # The DOM serializer escapes &, < and > in text; undo that before reading the JSON.
+    data = json.loads(html.unescape(match.group(1)))
+    return PageCheck(
+        title=str(data["title"]),
+        images=int(data["images"]),
+        decoded=int(data["decoded"]),
+        tables=int(data["tables"]),
+    )

@@ -1,0 +1,102 @@
+"""reports/compute.py: power-law fits and compute multipliers checked on curves whose answer
+the math fixes, plus the bootstrap's determinism and coverage of its own estimate."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from reports.compute import (
+    PowerLaw,
+    compute_advantage,
+    compute_multiplier,
+    fit_power_law,
+    training_flops,
+)
+
+A, ALPHA = 400.0, 0.076
+COMPUTE = np.logspace(15, 20, 6)
+
+
+def exact(c: np.ndarray, k: float = 1.0) -> np.ndarray:
+    """The baseline curve read at k · C: L_b(k C)."""
+    return A * (k * c) ** (-ALPHA)
+
+
+def test_fit_recovers_exact_power_law() -> None:
+    """Noise-free points give back A and alpha, and a perfect fit."""
+    fit = fit_power_law(COMPUTE, exact(COMPUTE))
+    assert fit.a == pytest.approx(A, rel=1e-9)
+    assert fit.alpha == pytest.approx(ALPHA, abs=1e-9)
+    assert fit.r2 == pytest.approx(1.0, abs=1e-12) and fit.n == len(COMPUTE)
+
+
+def test_compute_for_inverts_loss() -> None:
+    """compute_for(loss(C)) == C, even at training-scale compute."""
+    law = PowerLaw(A, ALPHA, 1.0, 2)
+    for c in (1e6, 3e18, 1e23):
+        assert law.compute_for(law.loss(c)) == pytest.approx(c, rel=1e-12)
+
+
+@pytest.mark.parametrize("k", [1.25, 0.8, 3.0])
+@pytest.mark.parametrize("at", [1e14, 3e17, 1e21])
+def test_multiplier_is_the_compute_shift(k: float, at: float) -> None:
+    """L_v(C) = L_b(k C) means the baseline needs k · C wherever it is read."""
+    base = fit_power_law(COMPUTE, exact(COMPUTE))
+    variant = fit_power_law(COMPUTE, exact(COMPUTE, k))
+    assert compute_multiplier(base, variant, at) == pytest.approx(k, rel=1e-9)
+
+
+def test_identical_fits_have_multiplier_one() -> None:
+    """A variant on the baseline's own curve has no advantage."""
+    law = PowerLaw(A, ALPHA, 1.0, 6)
+    assert compute_multiplier(law, law, 2e18) == pytest.approx(1.0, rel=1e-12)
+
+
+def noisy(k: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Two seeds per compute level, 1% multiplicative noise, seeded so the test is fixed."""
+    c = np.repeat(COMPUTE, 2)
+    noise = np.random.default_rng(seed).normal(0.0, 0.01, size=len(c))
+    return c, exact(c, k) * np.exp(noise)
+
+
+def test_bootstrap_interval_contains_estimate_and_is_deterministic() -> None:
+    """The percentile interval brackets the point estimate; a fixed seed fixes the answer."""
+    bc, bl = noisy(1.0, seed=1)
+    vc, vl = noisy(1.25, seed=2)
+    adv = compute_advantage(bc, bl, vc, vl, n_boot=300, seed=7)
+    assert adv.low <= adv.multiplier <= adv.high
+    assert 0 < adv.n_boot <= 300
+    assert adv == compute_advantage(bc, bl, vc, vl, n_boot=300, seed=7)
+    assert adv.low < 1.25 < adv.high
+
+
+def test_at_compute_defaults_to_geometric_mean_of_variant_compute() -> None:
+    """The multiplier is read in the middle of the variant's data, in log space."""
+    adv = compute_advantage(COMPUTE, exact(COMPUTE), COMPUTE, exact(COMPUTE, 2.0), n_boot=0)
+    assert adv.at_compute == pytest.approx(np.sqrt(1e15 * 1e20))
+    assert adv.multiplier == pytest.approx(2.0, rel=1e-9)
+
+
+def test_fit_rejects_what_it_cannot_fit() -> None:
+    """One compute value, or a non-positive value, is a clear ValueError."""
+    with pytest.raises(ValueError, match="2 distinct compute"):
+        fit_power_law([1e18, 1e18], [3.0, 3.1])
+    with pytest.raises(ValueError, match="positive"):
+        fit_power_law([1e18, 1e19], [3.0, 0.0])
+    with pytest.raises(ValueError, match="positive"):
+        fit_power_law([-1e18, 1e19], [3.0, 2.9])
+
+
+def test_training_flops_is_linear_in_tokens() -> None:
+    """Twice the tokens is twice the compute; zero tokens cost nothing."""
+    args = {"n_params": 85_000_000, "n_layers": 12, "d_model": 768, "seq_len": 1024}
+    one = training_flops(tokens=10**9, **args)
+    assert training_flops(tokens=2 * 10**9, **args) == pytest.approx(2 * one)
+    assert training_flops(tokens=0, **args) == 0.0
+
+
+def test_training_flops_reduces_to_6nd_without_context() -> None:
+    """With no attention context the count is the familiar 6 · N · D; context only adds."""
+    assert training_flops(10**8, 10**10, 12, 768, seq_len=0) == pytest.approx(6e18)
+    assert training_flops(10**8, 10**10, 12, 768, seq_len=1024) > 6e18
