@@ -34,19 +34,20 @@ def _free_port() -> int:
 
 
 def _pids_naming(text: str) -> list[int]:
-    """Processes whose command line contains ``text`` (our temp folder), and their descendants
-    (the raylet's workers and agents rename themselves ``ray::...``); this one excluded."""
+    """Processes whose command line or environment contains ``text`` (our temp folder), and
+    their descendants (the raylet's workers and agents rename themselves ``ray::...``, and are
+    orphaned when a driver is killed); this one excluded."""
     named, parent = set(), {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit() or int(entry.name) == os.getpid():
             continue
         try:
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ")
+            cmdline = (entry / "cmdline").read_bytes() + (entry / "environ").read_bytes()
             stat = (entry / "stat").read_text()
         except OSError:
             continue
         parent[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
-        if text.encode() in cmdline:
+        if text.encode() in cmdline:  # in its arguments or its environment
             named.add(int(entry.name))
     found = set(named)
     while True:

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -301,3 +303,61 @@ def test_interrupted_sweep_resumes_from_checkpoints_without_duplicates(tmp_path:
     assert sorted(steps_after) == sorted(set(steps_after)) == [24, 49, 74, 99, 124, 149]
     train_steps = [m.step for m in client.get_metric_history(third.info.run_id, "train/loss")]
     assert len(train_steps) == len(set(train_steps))
+
+
+def test_killed_driver_resumes_without_losing_or_duplicating_runs(tmp_path: Path) -> None:
+    """SIGKILL of the driver (no chance to clean up) while the last trial trains: the same
+    command finishes the sweep, and the record holds one finished run per trial with no step
+    logged twice. (What Tune re-runs depends on when it last saved its state; the record's
+    integrity must not.)"""
+    space = tmp_path / "space.yaml"
+    space.write_text(INTERRUPTIBLE)
+    ray_tmp = Path(tempfile.mkdtemp(prefix="nas-kill-", dir="/tmp"))  # names our Ray processes
+    env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true", "RAY_TMPDIR": str(ray_tmp)}
+    cmd = [
+        sys.executable,
+        "-m",
+        "nas.cli",
+        "sweep",
+        str(space),
+        "--name",
+        "killed",
+        "--tracking-uri",
+        f"sqlite:///{tmp_path / 'mlflow.db'}",
+        "--storage-path",
+        str(tmp_path / "ray"),
+    ]
+    try:
+        log = (tmp_path / "first.txt").open("w")
+        proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=log, stderr=subprocess.DEVNULL, env=env)
+        deadline = time.monotonic() + 300
+        while "n_layers=3 seed 0  step 50 " not in (tmp_path / "first.txt").read_text():
+            assert proc.poll() is None and time.monotonic() < deadline, "sweep ended too early"
+            time.sleep(0.2)
+        proc.kill()
+        proc.wait(timeout=60)
+        _kill_processes_naming(str(ray_tmp))  # the killed driver's local Ray, orphaned
+
+        again = subprocess.run(
+            cmd, cwd=tmp_path, capture_output=True, text=True, timeout=600, env=env
+        )
+        assert again.returncode == 0, again.stderr[-3000:]
+        assert "3 finished, 0 failed, 0 infeasible, 0 unfinished" in again.stdout
+    finally:
+        _kill_processes_naming(str(ray_tmp))
+        shutil.rmtree(ray_tmp, ignore_errors=True)
+    runs, client = _runs(tmp_path, "killed")
+    trials = [r for r in runs if r.data.tags.get("nas.role") == "trial"]
+    parents = [r for r in runs if r.data.tags.get("nas.role") == "sweep"]
+    assert len(parents) == 1 and parents[0].info.status == "FINISHED"
+    assert len(trials) == 3 and all(r.info.status == "FINISHED" for r in trials)
+    for r in trials:
+        steps = [m.step for m in client.get_metric_history(r.info.run_id, "val/loss")]
+        assert sorted(steps) == [24, 49, 74, 99, 124, 149]
+
+
+def _kill_processes_naming(text: str) -> None:
+    """SIGKILL every process whose command line contains ``text``, and their descendants."""
+    from tests.nas.test_cluster import _pids_naming, _stop
+
+    _stop(_pids_naming(text))
