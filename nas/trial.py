@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -49,6 +50,7 @@ def run_trial(config: dict[str, Any], ctx: SweepContext) -> None:
     from trainers.config import flatten
     from trainers.config_io import from_dict
 
+    start = time.perf_counter()
     key, arm, point = _point(config, ctx)
     tags = {
         "nas.trial_id": tune.get_context().get_trial_id(),
@@ -69,14 +71,20 @@ def run_trial(config: dict[str, Any], ctx: SweepContext) -> None:
     except BaseException:
         run.end("FAILED")
         raise
-    run.log_metrics(
-        {"final/val_loss": result.val_loss, "final/wall_s": result.wall_s}, result.steps
-    )
+    final = {
+        "final/val_loss": result.val_loss,
+        "final/wall_s": result.wall_s,  # the fit
+        "final/step_s": result.step_s,  # inside training steps
+        "final/trial_s": time.perf_counter() - start,  # the whole trial function
+        "final/tokens_per_s": result.tokens_per_s,
+        "final/params": float(result.params),
+    }
+    run.log_metrics(final, result.steps)
     run.end("FINISHED")  # before the last report: Ray may end the worker right after it
-    final = {"val_loss": result.val_loss, "params": float(result.params), "step": result.steps}
+    report = {"val_loss": result.val_loss, "params": float(result.params), "step": result.steps}
     if result.val_bpb is not None:
-        final["val_bpb"] = result.val_bpb
-    tune.report({**final, "nas_complete": 1.0})  # the searcher reads its objectives here
+        report["val_bpb"] = result.val_bpb
+    tune.report({**report, "nas_complete": 1.0})  # the searcher reads its objectives here
 
 
 def _node_id() -> str:

@@ -27,6 +27,7 @@ class TrainResult:
     params: int
     wall_s: float
     tokens_per_s: float
+    step_s: float = 0.0  # of wall_s, the time inside training steps (this process's steps)
     dilution: dict[str, float] = field(default_factory=dict)  # the last profile's summaries
 
     def to_json(self) -> str:
@@ -76,12 +77,14 @@ def train(
     from trainers.datamodule import LMDataModule
     from trainers.model import num_params
     from trainers.module import LanguageModelModule
+    from trainers.step_timer import StepTimer
 
     t = cfg.train
     L.seed_everything(t.seed, workers=True, verbose=False)
     data = LMDataModule(cfg, source)
     module = LanguageModelModule(cfg, data.source.bytes_per_token)
-    callbacks = list(callbacks)
+    timer = StepTimer()
+    callbacks = [*callbacks, timer]
     dilution = _dilution_callback(cfg, data, out_dir)
     if dilution is not None:
         callbacks.append(dilution)
@@ -118,6 +121,7 @@ def train(
         params=num_params(module.model),
         wall_s=wall,
         tokens_per_s=trainer.global_step * t.batch_size * cfg.model.seq_len / wall,
+        step_s=timer.total_s,
         dilution=dilution.last.summaries() if dilution and dilution.last else {},
     )
     return result, module.model
