@@ -11,6 +11,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from nas.report_cmd import add_report_parser
 from nas.spaces_cmd import add_spaces_parser
 from nas.sweep_cmd import add_sweep_parser
 from nas.train_cmd import add_train_parser
@@ -36,6 +37,7 @@ def build_parser() -> Parser:
     add_train_parser(sub)
     add_spaces_parser(sub)
     add_sweep_parser(sub)
+    add_report_parser(sub)
     add_ui_parser(sub)
     return parser
 

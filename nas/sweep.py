@@ -8,6 +8,7 @@ start or join Ray; fit or restore the Tuner; close the record and print the summ
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import os
@@ -17,8 +18,16 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from nas import package_version
-from nas.tracking import SweepRecord, close_sweep, open_sweep, resolve_tracking_uri
+from nas.tracking import (
+    SweepRecord,
+    close_sweep,
+    log_sweep_text,
+    open_sweep,
+    resolve_tracking_uri,
+)
 from nas.trial import SweepContext, run_trial
 from search_spaces import Space, get_space, grid_cells
 from search_spaces.space import Cell, Skipped, nest
@@ -143,11 +152,30 @@ def _open_record(uri: str, p: Plan) -> SweepRecord:
             uri,
             p.name,
             key=str(p.storage / p.name),
-            tags={"nas.command": " ".join(sys.argv), "nas.space": p.space.name},
+            tags={
+                "nas.command": " ".join(sys.argv),
+                "nas.space": p.space.name,
+                "nas.versions": json.dumps(_versions()),
+            },
         )
     except Exception as err:  # MLflow raises its own exception types, sqlalchemy's, OSError
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise ValueError(f"--tracking-uri {uri}: cannot open the MLflow store ({first})") from None
+
+
+def _versions() -> dict[str, str]:
+    """Versions of Python and the stack, read from package metadata (importing would cost
+    seconds before the first trial)."""
+    import platform
+    from importlib.metadata import PackageNotFoundError, version
+
+    found = {"python": platform.python_version(), "nas": package_version()}
+    for package in ("torch", "lightning", "ray", "optuna", "mlflow"):
+        try:
+            found[package] = version(package)
+        except PackageNotFoundError:
+            found[package] = "missing"
+    return found
 
 
 def _context(p: Plan, record: SweepRecord) -> SweepContext:
@@ -300,6 +328,11 @@ def run_sweep(opts: SweepOptions) -> int:
     p = plan(opts)  # every bad input surfaces here, before anything is recorded
     uri = resolve_tracking_uri(opts.tracking_uri)
     record = _open_record(uri, p)
+    from search_spaces.loader import space_to_data
+
+    log_sweep_text(record, yaml.safe_dump(space_to_data(p.space), sort_keys=False), "space.yaml")
+    skipped = [{"arm": s.arm, "reason": s.reason} for s in p.skipped]
+    log_sweep_text(record, yaml.safe_dump(skipped, sort_keys=False), "skipped.yaml")
     for s in p.skipped:
         print(f"skipped {s.arm}: {s.reason}")
     ctx = _context(p, record)

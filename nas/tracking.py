@@ -73,6 +73,16 @@ def open_sweep(uri: str, sweep: str, key: str, tags: Mapping[str, str]) -> Sweep
     return SweepRecord(uri, exp_id, run_id, sweep)
 
 
+def log_sweep_text(record: SweepRecord, text: str, name: str) -> None:
+    """A text file (the space, as YAML) on the parent run."""
+    _client(record.uri).log_text(record.parent_run_id, text, name)
+
+
+def log_report(uri: str, run_id: str, folder: Path, artifact_path: str = "report") -> None:
+    """A written report (its folder: pages and figures) on the sweep's parent run."""
+    _client(uri).log_artifacts(run_id, str(folder), artifact_path=artifact_path)
+
+
 def close_sweep(record: SweepRecord, summary: Mapping[str, float], status: str) -> None:
     """End the parent run and any child left RUNNING (a trial killed mid-way)."""
     client = _client(record.uri)

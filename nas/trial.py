@@ -64,6 +64,7 @@ def run_trial(config: dict[str, Any], ctx: SweepContext) -> None:
         _infeasible(ctx, key, point, tags, str(err))
         return
     tags["nas.seed"] = str(cfg.train.seed)
+    tags["nas.hardware"] = _hardware()
     run = TrialRun(ctx.record, key, flatten(cfg), tags)
     out = Path(tune.get_context().get_trial_dir())
     try:
@@ -85,6 +86,18 @@ def run_trial(config: dict[str, Any], ctx: SweepContext) -> None:
     if result.val_bpb is not None:
         report["val_bpb"] = result.val_bpb
     tune.report({**report, "nas_complete": 1.0})  # the searcher reads its objectives here
+
+
+def _hardware() -> str:
+    """What this trial trains on, in words (the report's provenance)."""
+    import os
+    import platform
+
+    import torch
+
+    if torch.cuda.is_available():
+        return f"GPU {torch.cuda.get_device_name(0)}"
+    return f"CPU {platform.machine()}, {os.cpu_count()} cores, {torch.get_num_threads()} threads"
 
 
 def _node_id() -> str:

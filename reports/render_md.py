@@ -13,7 +13,8 @@ from pathlib import PurePosixPath
 from reports.document import Document, Figure, Paragraph, Section, Table, inline_spans
 
 # Characters with a meaning anywhere in a line; ``|`` only matters in tables (see _cell).
-_SPECIAL = re.compile(r"([\\*_\[\]<>&~])")
+# An underscore inside a word (``block_attnres``) is literal in GFM and stays unescaped.
+_SPECIAL = re.compile(r"([\\*\[\]<>&~]|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9]))")
 # Line openings that would start a heading, quote, list, rule or setext underline.
 _LINE_START = re.compile(r"^(\s*)([#>+=-])")
 _LIST_NUMBER = re.compile(
@@ -92,7 +93,12 @@ def _paragraph(p: Paragraph) -> str:
 
 def _cell(text: str, bold: bool = False) -> str:
     """One table cell: on one line, with ``|`` escaped even inside code spans (GFM requires it)."""
-    cell = _inline(" ".join(text.split("\n")).strip()).replace("|", "\\|")
+    # Only inline escapes: a cell cannot open a heading, list or quote, so "4.19" stays as is.
+    one_line = " ".join(text.split("\n")).strip()
+    cell = "".join(
+        _code_span(piece) if is_code else _SPECIAL.sub(r"\\\1", piece)
+        for piece, is_code in inline_spans(one_line)
+    ).replace("|", "\\|")
     return f"**{cell}**" if bold and cell.strip() else cell
 
 

@@ -146,3 +146,19 @@ def space_from_data(data: Any, default_name: str) -> Space:
         sampler=_choice("sampler", data.get("sampler", "tpe"), get_args(Sampler)),
         objectives=_objectives(data.get("objectives", [{"metric": "val/loss"}])),
     )
+
+
+def space_to_data(space: Space) -> dict[str, Any]:
+    """The inverse of ``space_from_data``: what a sweep records, and a file ``nas sweep`` takes."""
+    return {
+        "name": space.name,
+        "description": space.description,
+        "kind": space.kind,
+        "base": dict(space.base),
+        "arms": {name: dict(keys) for name, keys in space.arms.items()},
+        "params": {key: dist.to_data() for key, dist in space.params.items()},
+        "seeds": list(space.seeds),
+        "trials": space.trials,
+        "sampler": space.sampler,
+        "objectives": [{"metric": o.metric, "mode": o.mode} for o in space.objectives],
+    }

@@ -193,3 +193,15 @@ def test_pareto_size_space_is_multi_objective() -> None:
     space = get_space("pareto_size")
     assert [o.metric for o in space.objectives] == ["val/loss", "params"]
     assert space.kind == "search"
+
+
+@pytest.mark.parametrize("name", sorted(BUILTIN))
+def test_every_builtin_space_round_trips_through_data(name: str) -> None:
+    """What a sweep records about its space reads back as the same space (and as YAML)."""
+    import yaml
+
+    from search_spaces.loader import space_from_data, space_to_data
+
+    space = BUILTIN[name]
+    text = yaml.safe_dump(space_to_data(space), sort_keys=False)
+    assert space_from_data(yaml.safe_load(text), "x") == space

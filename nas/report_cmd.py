@@ -1,0 +1,76 @@
+"""``nas report``: a sweep's ablation report (HTML and Markdown) from its MLflow record, also
+logged to the sweep's parent run."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+FORMATS = ("html", "md")
+
+
+def add_report_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "report",
+        help="write a sweep's ablation report (HTML + Markdown); no sweep: list them",
+        description="Read a sweep's runs from MLflow and write a self-contained HTML page and "
+        "a Markdown twin with PNG figures, then log both to the sweep's parent run. Without a "
+        "sweep name, list the sweeps the store holds.",
+    )
+    p.add_argument("sweep", nargs="?", help="the sweep (MLflow experiment) name")
+    p.add_argument("--out", type=Path, help="output folder (default nas-reports/SWEEP)")
+    p.add_argument("--baseline", help="arm every other arm is compared with")
+    p.add_argument("--format", default="html,md", help="comma-separated: html, md (default both)")
+    p.add_argument(
+        "--tracking-uri", help="MLflow store (default: MLFLOW_TRACKING_URI or ./mlflow.db)"
+    )
+    p.set_defaults(run=run_report)
+
+
+def _formats(text: str) -> list[str]:
+    chosen = [f.strip() for f in text.split(",") if f.strip()]
+    bad = [f for f in chosen if f not in FORMATS]
+    if bad or not chosen:
+        raise ValueError(f"--format {text!r}: choose from {', '.join(FORMATS)} (comma-separated)")
+    return chosen
+
+
+def run_report(args: argparse.Namespace) -> int:
+    from nas.tracking import resolve_tracking_uri
+    from reports.load import list_sweeps, load_sweep
+
+    uri = resolve_tracking_uri(args.tracking_uri)
+    formats = _formats(args.format)
+    if not args.sweep:
+        sweeps = list_sweeps(uri)
+        if not sweeps:
+            print(f"no sweeps in {uri}; run `nas sweep quick` first")
+        for name, trials in sweeps:
+            print(f"{name:<32} {trials} trial runs")
+        return 0
+    data = load_sweep(uri, args.sweep)
+    from reports.build import build_report
+    from reports.write import write_report
+
+    document = build_report(data, args.baseline)
+    out = (args.out or Path("nas-reports") / args.sweep).resolve()
+    written = write_report(document, out, formats)
+    _log(uri, data, out)
+    for path in written:
+        if path.suffix in (".html", ".md"):
+            print(f"wrote {path}")
+    store = "" if args.tracking_uri is None else f" --tracking-uri {uri}"
+    print(f"browse the runs: nas ui{store}")
+    return 0
+
+
+def _log(uri: str, data: Any, out: Path) -> None:
+    """Attach the report to the latest invocation's parent run; a store that refuses it costs
+    the copy in MLflow, not the report on disk."""
+    from nas.tracking import log_report
+
+    try:
+        log_report(uri, str(data.parents["run_id"].iloc[-1]), out)
+    except Exception as err:  # MLflow's own, OSError, HTTP errors from a server
+        print(f"warning: the report was not logged to MLflow ({str(err).splitlines()[0]})")

@@ -1,0 +1,28 @@
+"""A sweep's report as a ``Document``: the sections in reading order."""
+
+from __future__ import annotations
+
+from reports import sections
+from reports.document import Document, Section
+from reports.load import SweepData
+
+
+def build_report(data: SweepData, baseline: str | None = None) -> Document:
+    """Pure: the same data give the same document. Raises ValueError for an unknown
+    ``baseline`` arm."""
+    results, rows = sections.main_table(data, baseline)
+    parts: list[Section | None] = [
+        sections.provenance(data),
+        results,
+        sections.axis_effects(data),
+        sections.figure_section(data),
+        sections.search_section(data),
+        sections.compute_section(data),
+        sections.reference_section(data, rows),
+    ]
+    subtitle = f"{len(sections.finished(data.trials))} finished trials"
+    return Document(
+        f"Sweep report: {data.name}",
+        tuple(p for p in parts if p is not None),
+        subtitle=subtitle,
+    )

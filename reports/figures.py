@@ -1,0 +1,187 @@
+"""The report's figures, each a pure function from frames to PNG bytes (matplotlib's
+object-oriented API on the Agg canvas: no display, no global pyplot state)."""
+
+from __future__ import annotations
+
+import io
+import warnings
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from reports.ablation import finished, with_arms
+from reports.stats import mean_ci
+
+MAX_LINES = 10  # beyond this a line plot is unreadable; the tables carry the rest
+
+
+def _figure(ncols: int = 1, nrows: int = 1, size: tuple[float, float] = (7, 4.2)) -> Any:
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=size, dpi=100)
+    axes = fig.subplots(nrows, ncols, squeeze=False)
+    return fig, axes
+
+
+def _png(fig: Any) -> bytes:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    FigureCanvasAgg(fig)
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", bbox_inches="tight")
+    return buffer.getvalue()
+
+
+def _band(ax: Any, x: np.ndarray, groups: Sequence[np.ndarray], label: str) -> None:
+    """Mean line with a 95% interval band over seeds (no band with one seed)."""
+    stats = [mean_ci(list(g)) for g in groups]
+    mean = np.array([s.mean for s in stats])
+    (line,) = ax.plot(x, mean, marker=".", label=label)
+    half = np.array([s.half_width for s in stats])
+    if np.isfinite(half).any():
+        ax.fill_between(x, mean - half, mean + half, alpha=0.2, color=line.get_color())
+
+
+def loss_curves(trials: pd.DataFrame, curves: pd.DataFrame) -> bytes | None:
+    done = with_arms(finished(trials))
+    data = curves[curves.metric == "val/loss"].merge(done[["run_id", "arm"]], on="run_id")
+    if data.empty:
+        return None
+    fig, axes = _figure()
+    ax = axes[0, 0]
+    for arm, g in list(data.groupby("arm"))[:MAX_LINES]:
+        steps = np.array(sorted(g["step"].unique()))
+        _band(ax, steps + 1, [g[g.step == s]["value"].to_numpy() for s in steps], str(arm))
+    ax.set(xlabel="training step", ylabel="validation loss (nats/token)")
+    ax.set_title("validation loss per arm (mean, 95% band over seeds)")
+    ax.legend(fontsize=7)
+    return _png(fig)
+
+
+def _wiring(row: pd.Series) -> str:
+    parts = [str(row.get("model.residual", "?")), str(row.get("model.placement", "?"))]
+    if "model.attnres_blocks" in row and row.get("model.residual") == "block_attnres":
+        parts.append(f"N={row['model.attnres_blocks']}")
+    return "/".join(parts)
+
+
+def depth_scaling(trials: pd.DataFrame) -> bytes | None:
+    """Final validation loss against depth, one line per wiring (the depth-scaling figure)."""
+    done = finished(trials)
+    if done.empty or done["model.n_layers"].nunique() < 2:
+        return None
+    done = done.assign(wiring=done.apply(_wiring, axis=1))
+    fig, axes = _figure()
+    ax = axes[0, 0]
+    for wiring, g in list(done.groupby("wiring"))[:MAX_LINES]:
+        depths = np.array(sorted(g["model.n_layers"].unique()))
+        groups = [g[g["model.n_layers"] == d]["final/val_loss"].to_numpy() for d in depths]
+        _band(ax, depths, groups, str(wiring))
+    ax.set(xscale="log", xlabel="blocks (n_layers)", ylabel="final validation loss")
+    ax.set_xticks(sorted(done["model.n_layers"].unique()))
+    ax.get_xaxis().set_major_formatter(_plain_ticks())
+    ax.set_title("validation loss against depth (mean, 95% band over seeds)")
+    ax.legend(fontsize=7)
+    return _png(fig)
+
+
+def _plain_ticks() -> Any:
+    from matplotlib.ticker import ScalarFormatter
+
+    formatter = ScalarFormatter()
+    formatter.set_scientific(False)
+    return formatter
+
+
+PROFILE_PANELS = (
+    ("output_norm", "block output norm"),
+    ("stream_norm", "stream norm entering the block"),
+    ("grad_norm", "parameter-gradient norm"),
+)
+
+
+def deepest(trials: pd.DataFrame) -> pd.DataFrame:
+    """The trials at the largest depth (profiles of different depths do not overlay)."""
+    if trials.empty or "model.n_layers" not in trials:
+        return trials
+    return trials[trials["model.n_layers"] == trials["model.n_layers"].max()]
+
+
+def dilution_profiles(trials: pd.DataFrame, profiles: pd.DataFrame) -> bytes | None:
+    """The per-layer picture (the AttnRes paper's Figure 5 shape): each arm's mean over seeds
+    of output, stream and gradient norm against block index, at the deepest setting."""
+    done = with_arms(deepest(finished(trials)))
+    data = profiles.merge(done[["run_id", "arm"]], on="run_id")
+    if data.empty:
+        return None
+    fig, axes = _figure(ncols=3, size=(14, 4.2))
+    for ax, (column, title) in zip(axes[0], PROFILE_PANELS, strict=True):
+        for arm, g in list(data.groupby("arm"))[:MAX_LINES]:
+            blocks = np.array(sorted(g["block"].unique()))
+            _band(ax, blocks, [g[g.block == b][column].to_numpy() for b in blocks], str(arm))
+        ax.set(xlabel="block", yscale="log", title=title)
+    axes[0, 0].legend(fontsize=7)
+    return _png(fig)
+
+
+def depth_weight_heatmaps(
+    trials: pd.DataFrame, weights: dict[str, np.ndarray]
+) -> list[tuple[str, bytes]]:
+    """Per AttnRes arm (deepest setting), the mean depth-attention weights over seeds, the
+    pre-attention sites and the pre-MLP sites apart (the paper's Figure 8 shape). Site rows
+    are in sublayer order with the output site last."""
+    done = with_arms(deepest(finished(trials)))
+    done = done[done["run_id"].isin(list(weights))]
+    out = []
+    for arm, g in done.groupby("arm"):
+        stack = np.stack([weights[r] for r in g["run_id"]])
+        with warnings.catch_warnings():  # sites with no such source are NaN in every seed
+            warnings.simplefilter("ignore", RuntimeWarning)
+            mean = np.nanmean(stack, axis=0)
+        n_sites = mean.shape[0] - 1  # the last row is the output site
+        fig, axes = _figure(ncols=2, size=(11, 4.2))
+        for ax, start, title in ((axes[0, 0], 0, "pre-attention"), (axes[0, 1], 1, "pre-MLP")):
+            rows = mean[start:n_sites:2]
+            image = ax.imshow(np.ma.masked_invalid(rows), aspect="auto", cmap="viridis")
+            ax.set(title=f"{arm}: {title} sites", xlabel="source", ylabel="block")
+            fig.colorbar(image, ax=ax)
+        out.append((str(arm), _png(fig)))
+    return out
+
+
+def pareto(
+    trials: pd.DataFrame, keys: Sequence[str], front: Sequence[int], labels: Sequence[str]
+) -> bytes | None:
+    """Two objectives against each other, the Pareto front joined up."""
+    if len(keys) != 2 or trials.empty:
+        return None
+    fig, axes = _figure()
+    ax = axes[0, 0]
+    x, y = trials[keys[0]].to_numpy(float), trials[keys[1]].to_numpy(float)
+    ax.scatter(x, y, s=14, alpha=0.6, label="trials")
+    order = sorted(front, key=lambda i: x[i])
+    ax.plot(x[order], y[order], color="C3", marker="o", label="Pareto front")
+    ax.set(xlabel=labels[0], ylabel=labels[1], title="multi-objective search")
+    ax.legend(fontsize=7)
+    return _png(fig)
+
+
+def compute_fits(
+    points: dict[str, tuple[np.ndarray, np.ndarray]], fits: dict[str, Callable[[Any], Any]]
+) -> bytes | None:
+    """Loss against training compute per wiring, with each fitted power law."""
+    if not points:
+        return None
+    fig, axes = _figure()
+    ax = axes[0, 0]
+    for name, (c, loss) in points.items():
+        (line,) = ax.plot(c, loss, "o", ms=4, label=name)
+        if name in fits:
+            grid = np.geomspace(c.min(), c.max(), 50)
+            ax.plot(grid, fits[name](grid), color=line.get_color(), lw=1)
+    ax.set(xscale="log", yscale="log", xlabel="training FLOPs", ylabel="final validation loss")
+    ax.set_title("loss against compute, fitted L = A * C^-alpha")
+    ax.legend(fontsize=7)
+    return _png(fig)
