@@ -87,6 +87,14 @@ def depth_scaling(trials: pd.DataFrame) -> bytes | None:
     return _png(fig)
 
 
+def _integer_ticks(ax: Any, y: bool = False) -> None:
+    from matplotlib.ticker import MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    if y:
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+
+
 def _plain_ticks() -> Any:
     from matplotlib.ticker import ScalarFormatter
 
@@ -122,6 +130,7 @@ def dilution_profiles(trials: pd.DataFrame, profiles: pd.DataFrame) -> bytes | N
             blocks = np.array(sorted(g["block"].unique()))
             _band(ax, blocks, [g[g.block == b][column].to_numpy() for b in blocks], str(arm))
         ax.set(xlabel="block", yscale="log", title=title)
+        _integer_ticks(ax)
     axes[0, 0].legend(fontsize=7)
     return _png(fig)
 
@@ -144,8 +153,19 @@ def depth_weight_heatmaps(
         fig, axes = _figure(ncols=2, size=(11, 4.2))
         for ax, start, title in ((axes[0, 0], 0, "pre-attention"), (axes[0, 1], 1, "pre-MLP")):
             rows = mean[start:n_sites:2]
-            image = ax.imshow(np.ma.masked_invalid(rows), aspect="auto", cmap="viridis")
-            ax.set(title=f"{arm}: {title} sites", xlabel="source", ylabel="block")
+            # One colour scale for both panels (weights are probabilities); rows are blocks 1..n
+            extent = (-0.5, rows.shape[1] - 0.5, rows.shape[0] + 0.5, 0.5)
+            image = ax.imshow(
+                np.ma.masked_invalid(rows),
+                aspect="auto",
+                cmap="viridis",
+                vmin=0.0,
+                vmax=1.0,
+                extent=extent,
+                interpolation="nearest",
+            )
+            ax.set(title=f"{arm}: {title} sites", xlabel="source (0 = embedding)", ylabel="block")
+            _integer_ticks(ax, y=True)
             fig.colorbar(image, ax=ax)
         out.append((str(arm), _png(fig)))
     return out

@@ -1,0 +1,205 @@
+"""``nas report`` on a real sweep: a local Ray ``smoke`` sweep over two seeds recorded in a real
+MLflow store, then the report's numbers checked against the runs themselves, the page checked
+in headless Chromium, and the variants (one seed, a running sweep, failures) built from the same
+record."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from reports.build import build_report
+from reports.load import SweepData, load_sweep
+from reports.render_md import render_markdown
+from tests.reports.browser import ChromiumUnavailable, check_page, ensure_chromium
+from tests.reports.test_browser import artifact_dir
+
+ENV = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"}
+
+
+def _nas(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "nas.cli", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=ENV,
+    )
+
+
+@pytest.fixture(scope="module")
+def swept(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """(folder, tracking URI) holding one finished ``smoke`` sweep with seeds 0 and 1."""
+    root = tmp_path_factory.mktemp("swept")
+    uri = f"sqlite:///{root / 'mlflow.db'}"
+    proc = _nas(root, "sweep", "smoke", "--seeds", "0,1", "--tracking-uri", uri)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return root, uri
+
+
+def _final_losses(uri: str) -> dict[str, dict[int, float]]:
+    """arm -> seed -> final validation loss, read straight from MLflow (not through reports)."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=uri)
+    exp = client.get_experiment_by_name("smoke")
+    out: dict[str, dict[int, float]] = {}
+    for run in client.search_runs([exp.experiment_id], "tags.`nas.role` = 'trial'"):
+        arm, seed = run.data.tags["nas.arm"], int(run.data.tags["nas.seed"])
+        out.setdefault(arm, {})[seed] = run.data.metrics["final/val_loss"]
+    return out
+
+
+def _row(markdown: str, arm: str) -> list[str]:
+    """The cells of the main table's row for ``arm``."""
+    for line in markdown.splitlines():
+        line = re.sub(r"\\(.)", r"\1", line)  # Markdown escapes (\[ -> [)
+        cells = [c.strip().strip("*") for c in line.strip("|").split("|")]
+        if cells and cells[0].removesuffix(" (baseline)") == arm and len(cells) == 12:
+            return cells
+    raise AssertionError(f"no row for {arm}")
+
+
+def test_report_numbers_match_the_runs(swept: tuple[Path, str]) -> None:
+    root, uri = swept
+    proc = _nas(root, "report", "smoke", "--tracking-uri", uri)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = root / "nas-reports" / "smoke"
+    markdown = (out / "report.md").read_text()
+    losses = _final_losses(uri)
+    assert set(losses) == {"standard", "block_attnres"}
+    for arm, by_seed in losses.items():
+        cells = _row(markdown, arm)
+        values = np.array(list(by_seed.values()))
+        # mean ± t(0.975, 1) * s / sqrt(2) for two seeds
+        half = 12.706204736174707 * values.std(ddof=1) / np.sqrt(2)
+        assert cells[1] == f"{values.mean():.4f} ± {half:.4f}"
+        assert cells[4] == "2"
+    base, block = losses["standard"], losses["block_attnres"]
+    diff = np.mean([block[s] - base[s] for s in base])
+    cells = _row(markdown, "block_attnres")
+    assert cells[8].startswith(f"{diff:+.4f} [") and cells[9] == "paired t"
+    assert _row(markdown, "standard")[11] == "baseline"
+    # the published Table 4 rows sit beside the user's, labelled as published
+    assert "AttnRes Block (N = 8)" in markdown and "different scale" in markdown
+    # written figures are the ones the Markdown links
+    for link in re.findall(r"\]\((figures/[^)]+)\)", markdown):
+        assert (out / link).read_bytes().startswith(b"\x89PNG")
+
+
+def test_report_is_logged_to_the_parent_run(swept: tuple[Path, str]) -> None:
+    root, uri = swept
+    assert _nas(root, "report", "smoke", "--tracking-uri", uri).returncode == 0
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=uri)
+    exp = client.get_experiment_by_name("smoke")
+    (parent,) = client.search_runs([exp.experiment_id], "tags.`nas.role` = 'sweep'")
+    names = {a.path for a in client.list_artifacts(parent.info.run_id, "report")}
+    assert {"report/report.html", "report/report.md", "report/figures"} <= names
+
+
+def test_report_page_renders_in_chromium(swept: tuple[Path, str], tmp_path: Path) -> None:
+    try:
+        chromium = ensure_chromium()
+    except ChromiumUnavailable as err:
+        pytest.skip(f"no headless Chromium: {err}")
+    root, uri = swept
+    out = tmp_path / "page"
+    proc = _nas(root, "report", "smoke", "--tracking-uri", uri, "--out", str(out))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    shot = artifact_dir(tmp_path) / "smoke-report.png"
+    check = check_page(out / "report.html", shot, chromium)
+    print(f"screenshot: {shot}")
+    assert check.title == "Sweep report: smoke"
+    assert check.images >= 3 and check.decoded == check.images
+    assert check.tables >= 3
+    assert 'src="figures/' not in (out / "report.html").read_text()  # inlined: opens anywhere
+
+
+def test_single_seed_report_says_why_there_are_no_intervals(swept: tuple[Path, str]) -> None:
+    data = load_sweep(swept[1], "smoke")
+    one = dataclasses.replace(data, trials=data.trials[data.trials["seed"] == 0])
+    text, _ = render_markdown(build_report(one))
+    assert "single seed" in text and "too few seeds" in text
+    assert " ± " not in _row(text, "standard")[1]
+
+
+def test_running_sweep_and_failures_are_reported_as_such(swept: tuple[Path, str]) -> None:
+    data = load_sweep(swept[1], "smoke")
+    parents = data.parents.assign(status="RUNNING")
+    trials = data.trials.copy()
+    failed = trials.index[(trials["arm"] == "standard") & (trials["seed"] == 1)]
+    trials.loc[failed, "status"] = "FAILED"
+    text, _ = render_markdown(
+        build_report(SweepData(**{**data.__dict__, "parents": parents, "trials": trials}))
+    )
+    assert "still running" in text
+    assert "3 finished" in text and "1 failed" in text
+    assert "standard seed 1 | failed" in text
+    # the failed run is not in the statistics: standard now has one seed
+    assert _row(text, "standard")[4] == "1"
+
+
+def test_compute_advantage_recovers_a_known_multiplier(swept: tuple[Path, str]) -> None:
+    """Runs whose losses lie exactly on L_b(C) = A C^-a for the baseline and L_b(1.25 C) for the
+    variant: the report's multiplier is 1.25 (the paper's figure, here by construction)."""
+    data = load_sweep(swept[1], "smoke")
+    template = data.trials.iloc[0]
+    rows = []
+    for residual in ("standard", "block_attnres"):
+        for d_model in (32, 64, 96, 128):
+            row = template.copy()
+            row["model.residual"], row["model.d_model"], row["arm"] = residual, d_model, residual
+            row["final/params"] = 12 * 2 * d_model**2 + 256 * d_model
+            row["run_id"] = f"{residual}-{d_model}"
+            rows.append(row)
+    trials = pd.DataFrame(rows)
+    from reports.sections import _flops
+
+    c = trials.apply(_flops, axis=1).to_numpy(float)
+    shift = np.where(trials["model.residual"] == "standard", 1.0, 1.25)
+    trials["final/val_loss"] = 50.0 * (shift * c) ** -0.06
+    trials["best_val_loss"] = trials["final/val_loss"]
+    fake = dataclasses.replace(data, trials=trials.reset_index(drop=True))
+    text, _ = render_markdown(build_report(fake))
+    assert "1.25× [1.25, 1.25]" in re.sub(r"\\(.)", r"\1", text)
+
+
+@pytest.mark.parametrize(
+    "args,match",
+    [
+        (["report", "nonesuch"], "no sweep named 'nonesuch'"),
+        (["report", "smoke", "--format", "pdf"], "--format 'pdf'"),
+        (["report", "smoke", "--baseline", "mhc"], "--baseline 'mhc': no such arm"),
+        (["report", "smoke", "--out", "a-file/report"], "--out"),
+    ],
+)
+def test_bad_report_input_exits_2_with_one_line(
+    swept: tuple[Path, str], tmp_path: Path, args: list[str], match: str
+) -> None:
+    (tmp_path / "a-file").write_text("not a folder")
+    proc = _nas(tmp_path, *args, "--tracking-uri", swept[1])
+    assert proc.returncode == 2, proc.stderr
+    assert match in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file"]  # nothing half-written
+
+
+def test_missing_store_is_refused_not_created(tmp_path: Path) -> None:
+    proc = _nas(tmp_path, "report", "smoke")
+    assert proc.returncode == 2 and "no MLflow store there" in proc.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_report_without_a_sweep_lists_them(swept: tuple[Path, str]) -> None:
+    proc = _nas(swept[0], "report", "--tracking-uri", swept[1])
+    assert proc.returncode == 0 and re.search(r"^smoke\s+4 trial runs$", proc.stdout, re.M)
