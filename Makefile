@@ -35,6 +35,7 @@ FORCE:
 # ./mlflow.db (`.venv/bin/mlflow ui` shows it); about 3 minutes on 2 CPU cores.
 demo: setup
 	$(BIN)/nas sweep quick
+	$(BIN)/nas report quick
 
 test: setup
 	$(BIN)/python -m pytest -q
