@@ -27,25 +27,24 @@ APT_TIMEOUT_S = 420
 BROWSER_TIMEOUT_S = 60
 _RESULT_ID = "nas-browser-check"
 
-# Runs after the page's own content: waits for every image to decode (a broken one rejects),
-# then leaves the verdict in the DOM where --dump-dom will print it.
+# Runs in the load handler: by then every image has loaded or failed (the load event waits for
+# them), so a decoded image has a natural width and a broken one has none. Synchronous on
+# purpose: awaiting img.decode() raced --dump-dom under load (decoding is off the virtual clock).
 _PROBE = f"""
 <script>
-(async () => {{
+window.addEventListener("load", () => {{
   const images = Array.from(document.images);
-  const ok = await Promise.all(
-    images.map((img) => img.decode().then(() => img.naturalWidth > 0, () => false)));
   const verdict = {{
     title: document.title,
     images: images.length,
-    decoded: ok.filter(Boolean).length,
+    decoded: images.filter((img) => img.complete && img.naturalWidth > 0).length,
     tables: document.querySelectorAll("table").length,
   }};
   const pre = document.createElement("pre");
   pre.id = "{_RESULT_ID}";
   pre.textContent = JSON.stringify(verdict);
   document.body.appendChild(pre);
-}})();
+}});
 </script>
 """
 
