@@ -41,7 +41,7 @@ class SweepOptions:
     name: str | None = None
     trials: int | None = None
     concurrency: int = 1
-    cpus_per_trial: float = 1.0
+    cpus_per_trial: float | None = None  # None: one node's cores / concurrency
     gpus_per_trial: float | None = None  # None: 1 when the cluster has GPUs, else 0
     max_steps: int | None = None
     seeds: tuple[int, ...] | None = None
@@ -246,7 +246,7 @@ def _tuner(opts: SweepOptions, p: Plan, ctx: SweepContext, printer: Any) -> Any:
 
     trainable = tune.with_resources(
         tune.with_parameters(run_trial, ctx=ctx),
-        {"cpu": opts.cpus_per_trial, "gpu": _gpus_per_trial(opts)},
+        {"cpu": _cpus_per_trial(opts), "gpu": _gpus_per_trial(opts)},
     )
     run_config = tune.RunConfig(
         name=p.name,
@@ -286,6 +286,19 @@ def _tuner(opts: SweepOptions, p: Plan, ctx: SweepContext, printer: Any) -> Any:
     return tune.Tuner(
         trainable, param_space=param_space, tune_config=tune_config, run_config=run_config
     )
+
+
+def _cpus_per_trial(opts: SweepOptions) -> float:
+    """Ray sets a trial's OMP_NUM_THREADS (so torch's threads) to the CPUs it reserves: one CPU
+    per trial would leave a laptop's other cores idle at concurrency 1. By default a trial gets
+    the largest node's cores shared by the concurrent trials (never more than one node has)."""
+    if opts.cpus_per_trial is not None:
+        return opts.cpus_per_trial
+    import ray
+
+    per_node = [n["Resources"].get("CPU", 0) for n in ray.nodes() if n.get("Alive")]
+    largest = max(per_node, default=1.0)
+    return float(max(1, int(largest // opts.concurrency)))
 
 
 def _gpus_per_trial(opts: SweepOptions) -> float:

@@ -17,7 +17,12 @@ def add_sweep_parser(sub: Any) -> None:
     p.add_argument("--name", help="sweep name: MLflow experiment and Tune folder (default: space)")
     p.add_argument("--trials", type=int, help="searches: number of sampled trials")
     p.add_argument("--concurrency", type=int, default=1, help="trials at once (default 1)")
-    p.add_argument("--cpus-per-trial", type=float, default=1.0)
+    p.add_argument(
+        "--cpus-per-trial",
+        type=float,
+        help="CPU cores per trial, which sets its torch threads (default: one node's cores "
+        "divided by --concurrency)",
+    )
     p.add_argument(
         "--gpus-per-trial",
         type=float,
@@ -66,7 +71,7 @@ def _seeds(text: str | None) -> tuple[int, ...] | None:
 def run(args: argparse.Namespace) -> int:
     from nas.sweep import SweepOptions, run_sweep
 
-    if args.concurrency < 1 or args.cpus_per_trial <= 0 or (args.gpus_per_trial or 0) < 0:
+    if args.concurrency < 1 or (args.cpus_per_trial or 1) <= 0 or (args.gpus_per_trial or 0) < 0:
         raise ValueError("--concurrency must be >= 1, --cpus-per-trial > 0, --gpus-per-trial >= 0")
     opts = SweepOptions(
         space=args.space,

@@ -75,11 +75,12 @@ BUILTIN: dict[str, Space] = {
         ),
         Space(
             name="quick",
-            description="the demo: standard/pre vs Full and Block AttnRes at 4 and 8 blocks "
-            "(minutes on 2 CPU cores)",
+            description="the demo: standard/pre vs Full and Block AttnRes at 4 and 8 blocks, "
+            "2 seeds (about 4 minutes on 2 CPU cores)",
             base={**SMALL, "model.attnres_blocks": 4},
             arms=CORE,
             params={"model.n_layers": Choice((4, 8))},
+            seeds=(0, 1),  # two seeds: the demo's report can show intervals and tests
         ),
         Space(
             name="residual_ablation",
