@@ -146,7 +146,7 @@ def test_spaces_lists_and_shows(capsys: pytest.CaptureFixture[str]) -> None:
     listing = capsys.readouterr().out.splitlines()
     assert [line.split()[0] for line in listing] == list(BUILTIN)
     assert main(["spaces", "quick"]) == 0
-    assert "6 trials" in capsys.readouterr().out
+    assert "12 trials (6 configurations x 2 seeds)" in capsys.readouterr().out
     assert main(["spaces", "nonesuch"]) == 2
     assert "no such space" in capsys.readouterr().err
 
