@@ -522,7 +522,7 @@ def _profile_findings(data: SweepData) -> list[Paragraph]:
     standard = next((x for x in lines if x[0] == "standard"), None)
     if standard is not None:
         _, growth, _, front = standard
-        if growth.n and growth.mean <= 1:
+        if growth.n and _upper(growth) <= 1:
             out.append(
                 Paragraph(
                     "The paper's Fig. 5 shows the pre-norm baseline's block outputs growing "
@@ -532,7 +532,16 @@ def _profile_findings(data: SweepData) -> list[Paragraph]:
                     "warning",
                 )
             )
-        if front.n and front.mean <= 1:
+        elif growth.n and growth.mean <= 1:
+            out.append(
+                Paragraph(
+                    f"`standard`'s output growth is {fmt_ci(growth, 2)}: on average its last "
+                    "block's output is smaller than its first, but the interval includes "
+                    "growth, so these runs cannot say whether the paper's Fig. 5 shape appears.",
+                    "note",
+                )
+            )
+        if front.n and _upper(front) <= 1:
             out.append(
                 Paragraph(
                     "The paper reports front-loaded gradients for the baseline; here "
@@ -542,3 +551,8 @@ def _profile_findings(data: SweepData) -> list[Paragraph]:
                 )
             )
     return out
+
+
+def _upper(i: Interval) -> float:
+    """The interval's upper end, or the value itself for a single trial."""
+    return i.mean if not math.isfinite(i.half_width) else i.high
