@@ -195,6 +195,11 @@ class TrainConfig:
         "Lightning precision; 'auto' is bf16-mixed on a GPU and 32-true on a CPU.", "auto"
     )
     accelerator: str = _help("Lightning accelerator: auto, cpu, gpu, ...", "auto")
+    compile: bool = _help(
+        "torch.compile the model's forward and backward (in place: state-dict keys unchanged); "
+        "the first steps pay the compilation.",
+        False,
+    )
 
     def __post_init__(self) -> None:
         s = "train"

@@ -224,7 +224,9 @@ def dilution_profile(
     """Measure ``model`` on the batch ``idx`` (and ``targets`` for gradients and removal)."""
     if any(p.dtype != torch.float32 for p in model.parameters()):
         raise ValueError("dilution_profile measures a float32 model; pass model.float() (a copy)")
-    with _measuring(model):
+    # Hooks and the mixing probe need the eager forward: a compiled model (train.compile)
+    # would trace through them.
+    with _measuring(model), torch.compiler.set_stance("force_eager"):
         cap = _Capture()
         with torch.enable_grad() if targets is not None else torch.no_grad():
             with _hooks(model, cap), mixing_probe() as mixing:

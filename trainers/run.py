@@ -83,6 +83,8 @@ def train(
     L.seed_everything(t.seed, workers=True, verbose=False)
     data = LMDataModule(cfg, source)
     module = LanguageModelModule(cfg, data.source.bytes_per_token)
+    if t.compile:
+        module.model.compile()  # nn.Module.compile: in place, so checkpoints keep their keys
     timer = StepTimer()
     callbacks = [*callbacks, timer]
     dilution = _dilution_callback(cfg, data, out_dir)

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 
+import torch
 from torch import Tensor
 
 # kind -> site index -> weights averaged over batch and tokens (detached, float32, CPU)
@@ -23,6 +24,8 @@ _PROBE: ContextVar[Mixing | None] = ContextVar("mixing_probe", default=None)
 def report(kind: str, site: int, weights: Callable[[], Tensor], token_dims: int = 2) -> None:
     """Record ``weights()`` for ``site`` under ``kind`` if a probe is open; the leading
     ``token_dims`` dimensions (batch, time) are averaged away."""
+    if torch.compiler.is_compiling():  # a traced forward never reports (the probe is eager)
+        return
     probe = _PROBE.get()
     if probe is None:
         return

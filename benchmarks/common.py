@@ -1,0 +1,125 @@
+"""What the benchmark scripts share: the machine description, an arm's config, device-aware
+training and forward steps, interleaved timing, ratios, and the command line (``--quick``,
+``--device``, ``--out``; JSON to ``<out>/<name>.json``, a Markdown table to stdout)."""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import platform
+import statistics
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from benchmarks.arms import ARMS
+from benchmarks.variant_step_time import step_fn, time_once
+from trainers.config import ModelConfig
+from trainers.model import DeepTransformer
+
+Step = Callable[[], None]
+
+
+def machine() -> dict[str, Any]:
+    """What the figures were measured on."""
+    return {
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+        "cpu_count": os.cpu_count(),
+        "machine": f"{platform.machine()} {platform.processor() or ''}".strip(),
+        "cuda": torch.cuda.get_device_name() if torch.cuda.is_available() else None,
+    }
+
+
+def config(arm: str, **dims: Any) -> ModelConfig:
+    """The arm's config at these dimensions; Block AttnRes keeps N=8 blocks unless there are fewer
+    sublayers than that (the quick settings' n_layers=2 gets N=4)."""
+    blocks = min(8, 2 * dims["n_layers"])
+    return ModelConfig(attnres_blocks=blocks, **dims, **ARMS[arm])
+
+
+def sync(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def train_step(cfg: ModelConfig, batch: int, device: str) -> Step:
+    """One training step as a closure; on CUDA in bf16 autocast, ending in a synchronize so that
+    ``time_once`` reads the clock after the work."""
+    if device == "cpu":
+        return step_fn(cfg, batch)[1]  # type: ignore[return-value]
+    model = DeepTransformer(cfg).to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    idx = torch.randint(0, cfg.vocab_size, (batch, cfg.seq_len), device=device)
+
+    def step() -> None:
+        with torch.autocast(device_type="cuda", dtype=torch.bfloat16):
+            logits = model(idx)
+        F.cross_entropy(logits.float().flatten(0, 1), idx.flatten()).backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        sync(device)
+
+    return step
+
+
+def forward_step(cfg: ModelConfig, batch: int, device: str) -> Step:
+    """One forward pass (prefill) under ``inference_mode``; bf16 autocast on CUDA."""
+    model = DeepTransformer(cfg).to(device).eval()
+    idx = torch.randint(0, cfg.vocab_size, (batch, cfg.seq_len), device=device)
+    cuda = device.startswith("cuda")
+
+    def step() -> None:
+        with torch.inference_mode(), torch.autocast("cuda", torch.bfloat16, enabled=cuda):
+            model(idx)
+        sync(device)
+
+    return step
+
+
+def interleaved(steps: dict[str, Step], warmup: int, rounds: int) -> dict[str, list[float]]:
+    """Seconds per step of each closure: ``warmup`` untimed calls each, then ``rounds`` rounds in
+    which every closure is timed once (one call), in turn, so machine noise hits all alike."""
+    for step in steps.values():
+        for _ in range(warmup):
+            step()
+    times: dict[str, list[float]] = {k: [] for k in steps}
+    for _ in range(rounds):
+        for k, step in steps.items():
+            times[k].append(time_once(step, 1))
+    return times
+
+
+def ratio(times: list[float], base: list[float]) -> float:
+    """Median over rounds of the per-round ratio ``times / base``."""
+    return statistics.median(a / b for a, b in zip(times, base, strict=True))
+
+
+def free(device: str) -> None:
+    gc.collect()
+    if device.startswith("cuda"):
+        torch.cuda.empty_cache()
+
+
+def cli(name: str, doc: str, run: Callable[..., dict], markdown: Callable[[dict], str]) -> None:
+    """The common command line: ``--quick``, ``--device``, ``--out``; writes ``<out>/<name>.json``
+    and prints the Markdown table."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="tiny settings: checks the script runs")
+    ap.add_argument("--device", default="cpu", help="cpu or cuda")
+    ap.add_argument("--out", type=Path, default=Path("benchmarks/results"))
+    args = ap.parse_args()
+    torch.manual_seed(0)
+    result = run(quick=args.quick, device=args.device) if args.device != "cpu" else run(args.quick)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / f"{name}.json").write_text(json.dumps(result, indent=2) + "\n")
+    print(markdown(result))
+
+
+def fmt_ratio(x: float | None) -> str:
+    return "–" if x is None else f"{x:.2f}x"
