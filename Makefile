@@ -10,7 +10,7 @@ BIN    := $(VENV)/bin
 CONSTRAINTS := $(VENV)/constraints.txt
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup demo test test-slow lint format clean
+.PHONY: setup demo test test-slow lint format bench clean
 
 setup: $(STAMP)
 
@@ -36,6 +36,10 @@ FORCE:
 demo: setup
 	$(BIN)/nas sweep quick
 	$(BIN)/nas report quick
+
+# Every CPU benchmark (about 15 minutes on 2 idle cores); rewrites docs/benchmarks.md's table.
+bench: setup
+	$(BIN)/python -m benchmarks.run_all
 
 test: setup
 	$(BIN)/python -m pytest -q

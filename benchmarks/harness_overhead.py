@@ -131,8 +131,9 @@ FIGURES = {
 
 
 def run(quick: bool = False) -> dict[str, Any]:
-    s = {**(QUICK if quick else FULL), "warmup": 5, "steps": 10 if quick else 30}
-    s["rounds"] = 2 if quick else 5
+    # Full: about 2 minutes on 2 cores (each run ~0.7 s/step); the rounds agreed within 2%.
+    s = {**(QUICK if quick else FULL), "warmup": 5, "steps": 10 if quick else 20}
+    s["rounds"] = 2 if quick else 3
     cfg = config(s)
     source = load_source(cfg.data, cfg.model)  # once: both loops read the same tokens
     short = config(s | {"steps": 1})
