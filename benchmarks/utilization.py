@@ -44,11 +44,20 @@ def settings(quick: bool, device: str) -> dict[str, Any]:
             "warmup": 1,
             "rounds": 3,
         }
+    if cuda:  # the GPU check: bf16 at the d_model=1024
+        return {
+            "shape": {"n_layers": 8, "n_heads": 8, "seq_len": 1024},
+            "batch": 8,
+            "d_models": [512, 1024],
+            "matmul_n": [4096, 8192],
+            "warmup": 3,
+            "rounds": 10,
+        }
     return {
         "shape": {"n_layers": 4, "n_heads": 4, "seq_len": 256},
         "batch": 4,
         "d_models": [256, 512],  # every arm at the larger width, standard only at the smaller
-        "matmul_n": [4096, 8192] if cuda else [1024, 2048],
+        "matmul_n": [1024, 2048],
         # About 1 to 1.5 minutes on 2 CPU cores.
         "warmup": 1,
         "rounds": 4,

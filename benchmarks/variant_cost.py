@@ -141,7 +141,15 @@ def step_memory(arm: str, dims: dict[str, Any], batch: int, device: str) -> dict
 # ---- the benchmark ----------------------------------------------------------------------------
 
 
-def settings(quick: bool) -> dict[str, Any]:
+def settings(quick: bool, device: str = "cpu") -> dict[str, Any]:
+    if device.startswith("cuda") and not quick:
+        # The GPU check (benchmarks/gpu_check.sh): the d_model=1024, a realistic batch.
+        return {
+            "dims": {"d_model": 1024, "n_heads": 8, "seq_len": 1024},
+            "batch": 8,
+            "arms": list(ARM_NAMES),
+            "schedule": {8: (3, 10), 32: (2, 8), 64: (2, 5)},
+        }
     if quick:
         return {
             "dims": {"d_model": 64, "n_heads": 4, "seq_len": 64},
@@ -180,7 +188,7 @@ def measure_depth(
 
 
 def run(quick: bool = False, device: str = "cpu") -> dict:
-    s = settings(quick)
+    s = settings(quick, device)
     results = {
         str(n): measure_depth(n, s, warmup, rounds, device)
         for n, (warmup, rounds) in s["schedule"].items()
