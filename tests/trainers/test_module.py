@@ -6,6 +6,7 @@ import csv
 import itertools
 import json
 import math
+import shutil
 from pathlib import Path
 
 import pytest
@@ -135,6 +136,10 @@ def test_diagnostics_can_be_turned_off(tmp_path: Path) -> None:
     assert result.dilution == {} and not (tmp_path / "run" / "dilution").exists()
 
 
+@pytest.mark.skipif(
+    shutil.which("c++") is None and shutil.which("g++") is None,
+    reason="torch.compile on a CPU needs a C++ compiler (Inductor builds its kernels)",
+)
 def test_compiled_training_matches_eager_and_keeps_the_diagnostics(tmp_path: Path) -> None:
     """train.compile=true: the same losses as eager (fp32 kernels may reassociate sums, so a
     relative 1e-4, far below any seed-to-seed difference), the same state-dict keys, and the
