@@ -251,7 +251,11 @@ def _tuner(opts: SweepOptions, p: Plan, ctx: SweepContext, printer: Any) -> Any:
     run_config = tune.RunConfig(
         name=p.name,
         storage_path=str(p.storage),
-        checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
+        # Every checkpoint is kept while the sweep runs: a driver killed between a trial's new
+        # checkpoint and Tune's next snapshot of its state resumes from the checkpoint that
+        # snapshot names, which num_to_keep=1 would already have deleted (the SIGKILL test
+        # caught it). A finished sweep prunes them (_prune_checkpoints).
+        checkpoint_config=tune.CheckpointConfig(num_to_keep=None),
         failure_config=tune.FailureConfig(max_failures=2),
         verbose=1 if opts.verbose else 0,
         callbacks=[printer],
@@ -311,6 +315,16 @@ def _gpus_per_trial(opts: SweepOptions) -> float:
     return 1.0 if ray.cluster_resources().get("GPU", 0) > 0 else 0.0
 
 
+def _prune_checkpoints(folder: Path) -> None:
+    """Keep each trial's last checkpoint only, once no trial can be resumed any more."""
+    import shutil
+
+    for trial in folder.iterdir():
+        checkpoints = sorted(trial.glob("checkpoint_*")) if trial.is_dir() else []
+        for old in checkpoints[:-1]:
+            shutil.rmtree(old, ignore_errors=True)
+
+
 def _quiet_ray(verbose: bool) -> None:
     """Our own progress lines replace Ray's console output unless --verbose."""
     if verbose:
@@ -359,6 +373,8 @@ def run_sweep(opts: SweepOptions) -> int:
         view = LiveView(ctx, total, state_file=p.storage / p.name / "nas-completed.json")
         results = _tuner(opts, p, ctx, view).fit()
         summary = summarize(results, ctx, p, uri, view.completed)
+        if not summary["sweep/unfinished"]:
+            _prune_checkpoints(p.storage / p.name)
         status = "KILLED" if summary["sweep/unfinished"] else "FINISHED"
     finally:
         close_sweep(record, {} if status == "FAILED" else summary, status)

@@ -367,6 +367,11 @@ def test_killed_driver_resumes_without_losing_or_duplicating_runs(tmp_path: Path
     for r in trials:
         steps = [m.step for m in client.get_metric_history(r.info.run_id, "val/loss")]
         assert sorted(steps) == [24, 49, 74, 99, 124, 149]
+    # the finished sweep kept at most each trial folder's last checkpoint (a trial Tune had not
+    # yet recorded when the driver died runs again in a new folder)
+    trial_dirs = [d for d in (tmp_path / "ray" / "killed").iterdir() if d.is_dir()]
+    assert len(trial_dirs) >= 3
+    assert all(len(list(d.glob("checkpoint_*"))) <= 1 for d in trial_dirs)
 
 
 def _kill_processes_naming(text: str) -> None:
