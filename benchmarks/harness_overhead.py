@@ -37,6 +37,7 @@ from trainers.data import DataSource
 from trainers.datamodule import LMDataModule, load_source
 from trainers.module import LanguageModelModule, lm_loss
 from trainers.run import train
+from trainers.step_timer import StepTimer
 
 NAME = "harness_overhead"
 GOAL = 1.05  # harness / bare, in-step steady state
@@ -63,22 +64,8 @@ def config(s: dict[str, Any]) -> RunConfig:
     )
 
 
-class StepDurations(L.Callback):
-    """Each training step's wall time, between the hooks StepTimer uses."""
-
-    def __init__(self) -> None:
-        self.durations: list[float] = []
-        self._start = 0.0
-
-    def on_train_batch_start(self, trainer: L.Trainer, *args: Any) -> None:
-        self._start = time.perf_counter()
-
-    def on_train_batch_end(self, trainer: L.Trainer, *args: Any) -> None:
-        self.durations.append(time.perf_counter() - self._start)
-
-
 def harness_run(cfg: RunConfig, source: DataSource, warmup: int) -> dict[str, Any]:
-    steps = StepDurations()
+    steps = StepTimer()
     with tempfile.TemporaryDirectory() as tmp:
         result, model = train(cfg, Path(tmp), source, callbacks=[steps], progress=False)
     return {

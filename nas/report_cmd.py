@@ -69,8 +69,9 @@ def _log(uri: str, data: Any, out: Path) -> None:
     """Attach the report to the latest invocation's parent run; a store that refuses it costs
     the copy in MLflow, not the report on disk."""
     from nas.tracking import log_report
+    from reports.load import first_line
 
     try:
         log_report(uri, str(data.parents["run_id"].iloc[-1]), out)
     except Exception as err:  # MLflow's own, OSError, HTTP errors from a server
-        print(f"warning: the report was not logged to MLflow ({str(err).splitlines()[0]})")
+        print(f"warning: the report was not logged to MLflow ({first_line(err)})")

@@ -10,6 +10,7 @@ from typing import Any
 
 from nas.live import label
 from nas.trial import SweepContext
+from reports.load import first_line
 from search_spaces.pareto import pareto_front
 
 
@@ -38,7 +39,7 @@ def summarize(
     for r in results:
         name, metrics = label(r.config, ctx), r.metrics or {}
         if r.error:
-            failed.append((name, str(r.error).splitlines()[0]))
+            failed.append((name, first_line(r.error)))
         elif metrics.get("nas_infeasible"):
             infeasible.append((name, str(metrics.get("nas_reason", ""))))
         elif not metrics.get("nas_complete") and metrics.get("trial_id") not in completed:

@@ -159,8 +159,10 @@ def _open_record(uri: str, p: Plan) -> SweepRecord:
             },
         )
     except Exception as err:  # MLflow raises its own exception types, sqlalchemy's, OSError
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise ValueError(f"--tracking-uri {uri}: cannot open the MLflow store ({first})") from None
+        from reports.load import first_line
+
+        message = f"--tracking-uri {uri}: cannot open the MLflow store ({first_line(err)})"
+        raise ValueError(message) from None
 
 
 def _versions() -> dict[str, str]:

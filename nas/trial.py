@@ -114,9 +114,7 @@ def _infeasible(
     every objective, so it learns to avoid the region, and a flag the summary lists."""
     from ray import tune
 
-    run = TrialRun(
-        ctx.record, key, {k: v for k, v in point.items()}, {**tags, "nas.infeasible": reason}
-    )
+    run = TrialRun(ctx.record, key, point, {**tags, "nas.infeasible": reason})
     run.end("FINISHED")
     flags = {"step": 0, "nas_complete": 1.0, "nas_infeasible": 1.0, "nas_reason": reason}
     tune.report({**ctx.worst, **flags})

@@ -62,6 +62,14 @@ def with_arms(trials: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def wiring_label(row: pd.Series) -> str:
+    """A trial's wiring as a label: residual/placement, plus N for Block AttnRes."""
+    parts = [str(row.get("model.residual", "?")), str(row.get("model.placement", "?"))]
+    if "model.attnres_blocks" in row and row.get("model.residual") == "block_attnres":
+        parts.append(f"N={row['model.attnres_blocks']}")
+    return "/".join(parts)
+
+
 def context_keys(trials: pd.DataFrame) -> list[str]:
     return [k for k in varied_axes(trials) if k not in WIRING_KEYS]
 

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from reports.ablation import finished, with_arms
+from reports.ablation import finished, wiring_label, with_arms
 from reports.stats import mean_ci
 
 MAX_LINES = 10  # beyond this a line plot is unreadable; the tables carry the rest
@@ -60,19 +60,12 @@ def loss_curves(trials: pd.DataFrame, curves: pd.DataFrame) -> bytes | None:
     return _png(fig)
 
 
-def _wiring(row: pd.Series) -> str:
-    parts = [str(row.get("model.residual", "?")), str(row.get("model.placement", "?"))]
-    if "model.attnres_blocks" in row and row.get("model.residual") == "block_attnres":
-        parts.append(f"N={row['model.attnres_blocks']}")
-    return "/".join(parts)
-
-
 def depth_scaling(trials: pd.DataFrame) -> bytes | None:
     """Final validation loss against depth, one line per wiring (the depth-scaling figure)."""
     done = finished(trials)
     if done.empty or done["model.n_layers"].nunique() < 2:
         return None
-    done = done.assign(wiring=done.apply(_wiring, axis=1))
+    done = done.assign(wiring=done.apply(wiring_label, axis=1))
     fig, axes = _figure()
     ax = axes[0, 0]
     for wiring, g in list(done.groupby("wiring"))[:MAX_LINES]:

@@ -61,7 +61,8 @@ def _client(uri: str) -> Any:
     return MlflowClient(tracking_uri=uri)
 
 
-def _first_line(err: BaseException) -> str:
+def first_line(err: BaseException) -> str:
+    """An exception as one line (a usage error or a warning must not be a traceback)."""
     text = str(err).strip()
     return text.splitlines()[0] if text else type(err).__name__
 
@@ -73,9 +74,7 @@ def load_run(uri: str, run_id: str) -> RecordedRun:
     try:
         run = _client(uri).get_run(run_id)
     except MlflowException as err:
-        raise ValueError(
-            f"--from-run {run_id}: no such run in {uri} ({_first_line(err)})"
-        ) from None
+        raise ValueError(f"--from-run {run_id}: no such run in {uri} ({first_line(err)})") from None
     return RecordedRun(run_id, dict(run.data.params), dict(run.data.tags), dict(run.data.metrics))
 
 
@@ -108,7 +107,7 @@ def _open(uri: str) -> Any:
         client.search_experiments(max_results=1)
     except Exception as err:  # sqlalchemy, OSError, MLflow's own: all mean "cannot open"
         raise ValueError(
-            f"--tracking-uri {uri}: cannot open the MLflow store ({_first_line(err)})"
+            f"--tracking-uri {uri}: cannot open the MLflow store ({first_line(err)})"
         ) from None
     return client
 

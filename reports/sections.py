@@ -18,6 +18,7 @@ from reports.ablation import (
     axis_effect,
     finished,
     varied_axes,
+    wiring_label,
     with_arms,
 )
 from reports.compute import compute_advantage, fit_power_law, training_flops
@@ -376,7 +377,7 @@ def compute_section(data: SweepData) -> Section | None:
     done = finished(data.trials)
     if done.empty or done["final/params"].nunique() < 2:
         return None
-    done = done.assign(flops=done.apply(_flops, axis=1), wiring=done.apply(figures._wiring, axis=1))
+    done = done.assign(flops=done.apply(_flops, axis=1), wiring=done.apply(wiring_label, axis=1))
     groups = {w: g for w, g in done.groupby("wiring") if g["flops"].nunique() >= 2}
     base = next((w for w in groups if w.startswith("standard/pre")), None)
     if base is None or len(groups) < 2:

@@ -15,15 +15,17 @@ class StepTimer(L.Callback):
     short, but the sum over a run is close: the queue is bounded."""
 
     def __init__(self) -> None:
-        self.total_s = 0.0
-        self.steps = 0
+        self.durations: list[float] = []  # one per step, in order
         self._start: float | None = None
+
+    @property
+    def total_s(self) -> float:
+        return sum(self.durations)
 
     def on_train_batch_start(self, trainer: L.Trainer, *args: Any) -> None:
         self._start = time.perf_counter()
 
     def on_train_batch_end(self, trainer: L.Trainer, *args: Any) -> None:
         if self._start is not None:
-            self.total_s += time.perf_counter() - self._start
-            self.steps += 1
+            self.durations.append(time.perf_counter() - self._start)
             self._start = None

@@ -11,19 +11,9 @@ import os
 import time
 from pathlib import Path
 
-import pytest
-
 from reports.document import Document, Figure, Paragraph, Section, Table
 from reports.write import write_report
-from tests.reports.browser import ChromiumUnavailable, check_page, ensure_chromium
-
-
-@pytest.fixture(scope="module")
-def chromium() -> str:
-    try:
-        return ensure_chromium()
-    except ChromiumUnavailable as err:
-        pytest.skip(f"no headless Chromium: {err}")
+from tests.reports.browser import check_page
 
 
 def artifact_dir(tmp_path: Path) -> Path:

@@ -19,7 +19,7 @@ import pytest
 from reports.build import build_report
 from reports.load import SweepData, load_sweep
 from reports.render_md import render_markdown
-from tests.reports.browser import ChromiumUnavailable, check_page, ensure_chromium
+from tests.reports.browser import check_page
 from tests.reports.test_browser import artifact_dir
 
 ENV = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"}
@@ -108,11 +108,9 @@ def test_report_is_logged_to_the_parent_run(swept: tuple[Path, str]) -> None:
     assert {"report/report.html", "report/report.md", "report/figures"} <= names
 
 
-def test_report_page_renders_in_chromium(swept: tuple[Path, str], tmp_path: Path) -> None:
-    try:
-        chromium = ensure_chromium()
-    except ChromiumUnavailable as err:
-        pytest.skip(f"no headless Chromium: {err}")
+def test_report_page_renders_in_chromium(
+    chromium: str, swept: tuple[Path, str], tmp_path: Path
+) -> None:
     root, uri = swept
     out = tmp_path / "page"
     proc = _nas(root, "report", "smoke", "--tracking-uri", uri, "--out", str(out))
