@@ -3,15 +3,24 @@ sublayer outputs (Kimi Team 2026, arXiv 2603.15031, section 3.1)."""
 
 from __future__ import annotations
 
+import torch
 from torch import Tensor, nn
 
 from trainers.config import ModelConfig
 from trainers.residual.base import RESIDUALS, Residual, Stream
-from trainers.residual.depth_attention import DepthSources, SiteParameters
+from trainers.residual.depth_attention import (
+    Schedule,
+    SiteParameters,
+    StackedSources,
+    report,
+)
+from trainers.residual.depth_buffer import BufferedSources
 
-# How many new outputs wait in a short list before joining the stacked values. Any value
-# computes the same function; 8 measured fastest among 1, 4, 8, 16 at 32 blocks on a CPU.
-FOLD_EVERY = 8
+Sources = BufferedSources | StackedSources
+
+# Sites per phase-1 group. Any value computes the same function; 8 measured fastest among 1, 4,
+# 8, 16 at 32 blocks on a CPU.
+GROUP_SIZE = 8
 
 
 class AttnResSite(nn.Module):
@@ -23,8 +32,10 @@ class AttnResSite(nn.Module):
         super().__init__()
         self.index = index
 
-    def forward(self, state: DepthSources, branch: nn.Module) -> DepthSources:
-        state.append(branch(state.mix(self.index)[0]))
+    def forward(self, state: Sources, branch: nn.Module) -> Sources:
+        x, weights = state.mix(self.index)
+        report(self.index, weights)
+        state.append(branch(x))
         return state
 
 
@@ -32,24 +43,29 @@ class AttnResStream(Stream):
     """Owns every site's parameters; starts the sources with the embedding; the output site
     (the last row) mixes all sources before the final norm."""
 
-    fold_every = FOLD_EVERY
-
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
         self.eps = cfg.norm_eps
         self.out_index = cfg.n_sublayers
         self.sites = SiteParameters(cfg.n_sublayers + 1, cfg.d_model)
+        self.schedule = Schedule.every(GROUP_SIZE, cfg.n_sublayers + 1)
+        self.capacity = cfg.n_sublayers + 1  # the embedding and every sublayer output
 
-    def new_state(self) -> DepthSources:
-        return DepthSources(self.eps, self.sites.folded(), self.fold_every)
+    def new_sources(self) -> Sources:
+        queries = self.sites.folded()
+        if torch.compiler.is_compiling():  # the hand-written backward is opaque to the tracer
+            return StackedSources(self.eps, queries, self.schedule)
+        return BufferedSources(self.eps, queries, self.schedule, self.capacity)
 
-    def begin(self, emb: Tensor) -> DepthSources:
-        state = self.new_state()
+    def begin(self, emb: Tensor) -> Sources:
+        state = self.new_sources()
         state.append(emb)
         return state
 
-    def finish(self, state: DepthSources) -> Tensor:
-        return state.mix(self.out_index)[0]
+    def finish(self, state: Sources) -> Tensor:
+        x, weights = state.mix(self.out_index)
+        report(self.out_index, weights)
+        return x
 
 
 @RESIDUALS.register("attnres")

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from torch import Tensor, nn
 
 from trainers.config import ModelConfig
-from trainers.residual.attnres import AttnResSite, AttnResStream
+from trainers.residual.attnres import AttnResSite, AttnResStream, Sources
 from trainers.residual.base import RESIDUALS, Residual, Stream
-from trainers.residual.depth_attention import DepthSources
+from trainers.residual.depth_attention import Schedule, report
 
 
 def block_starts(n_sublayers: int, n_blocks: int) -> frozenset[int]:
@@ -26,25 +26,24 @@ def block_starts(n_sublayers: int, n_blocks: int) -> frozenset[int]:
 
 
 @dataclass
-class BlockSources(DepthSources):
-    """Completed block summaries (stacked as soon as completed: every site of the next block
-    reads them) plus the current block's partial sum."""
+class BlockState:
+    """Completed block summaries (stored as soon as completed: every site of the next block reads
+    them) plus the current block's partial sum, which is mixed but never stored."""
 
+    summaries: Sources
     partial: Tensor | None = None
-    starts: tuple[int, ...] = ()  # sorted block starts, the first excluded
-
-    def horizon(self, site: int) -> int:
-        # The stack changes when the next block opens: phase 1 covers this block's sites.
-        later = [s for s in self.starts if s > site]
-        return later[0] if later else self.queries.shape[0]
 
     def close_block(self) -> None:
         if self.partial is not None:
-            self.append(self.partial)
+            self.summaries.append(self.partial)
             self.partial = None
 
     def add(self, y: Tensor) -> None:
         self.partial = y if self.partial is None else self.partial + y
+
+    def sources(self) -> list[Tensor]:
+        partial = [] if self.partial is None else [self.partial]
+        return self.summaries.sources() + partial
 
 
 class BlockAttnResSite(AttnResSite):
@@ -55,26 +54,29 @@ class BlockAttnResSite(AttnResSite):
         super().__init__(index)
         self.starts_block = starts_block
 
-    def forward(self, state: BlockSources, branch: nn.Module) -> BlockSources:  # type: ignore[override]
+    def forward(self, state: BlockState, branch: nn.Module) -> BlockState:  # type: ignore[override]
         if self.starts_block:
             state.close_block()
-        state.add(branch(state.mix(self.index, state.partial)[0]))
+        x, weights = state.summaries.mix(self.index, state.partial)
+        report(self.index, weights)
+        state.add(branch(x))
         return state
 
 
 class BlockAttnResStream(AttnResStream):
-    fold_every = 1  # a completed summary is read by every later site: stack it at once
-
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__(cfg)
-        self.starts = tuple(sorted(block_starts(cfg.n_sublayers, cfg.attnres_blocks)))
+        starts = block_starts(cfg.n_sublayers, cfg.attnres_blocks)
+        # Phase 1 covers one block's sites: the summaries change only when a block opens.
+        self.schedule = Schedule(tuple(sorted({0, *starts})), cfg.n_sublayers + 1)
+        self.capacity = cfg.attnres_blocks + 1  # the embedding and every block's summary
 
-    def new_state(self) -> BlockSources:
-        return BlockSources(self.eps, self.sites.folded(), self.fold_every, starts=self.starts)
+    def begin(self, emb: Tensor) -> BlockState:  # type: ignore[override]
+        return BlockState(super().begin(emb))
 
-    def finish(self, state: BlockSources) -> Tensor:  # type: ignore[override]
+    def finish(self, state: BlockState) -> Tensor:  # type: ignore[override]
         state.close_block()
-        return super().finish(state)
+        return super().finish(state.summaries)
 
 
 @RESIDUALS.register("block_attnres")

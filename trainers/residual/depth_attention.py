@@ -6,16 +6,25 @@ At mixing site j, with static pseudo-query w_j and key-norm gain g_j, over sourc
 
 No temperature. Values stay raw; only the keys are normalized.
 
-Two rewrites of the same function make it cheap. (1) ``RMSNorm_g(v) . w = (v / rms(v)) . (g * w)``:
+Three rewrites of the same function make it cheap. (1) ``RMSNorm_g(v) . w = (v / rms(v)) . (g * w)``:
 the gains fold into the queries, so a source's key ``v / rms(v)`` is computed once. (2) The
 queries do not depend on the input, so when a source is created its logits against *every*
 site are one matrix product, ``key @ Q^T``; a site then gathers scalars instead of multiplying
-stacked keys, and the key gradient is one matrix product per source instead of an outer
-product per (site, source) pair.
+stacked keys. (3) The paper's two-phase schedule (Algorithm 1): the sites are cut into groups;
+at a group's first site, every site of the group is mixed over the sources present then in one
+batched product (phase 1), and each site merges the few sources added since with an exact
+online-softmax merge (phase 2).
+
+Two implementations of that schedule compute the same function: ``depth_buffer.BufferedSources``
+(preallocated buffers and a hand-written backward, the default) and ``StackedSources`` here
+(plain autograd, which ``torch.compile`` can trace; also the reference the tests hold the fast
+one to).
 """
 
 from __future__ import annotations
 
+import bisect
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
@@ -24,10 +33,17 @@ from torch import Tensor, nn
 
 from trainers.residual import probe
 
+Weights = Callable[[], Tensor]  # a site's weights over its sources, (B, T, S), on demand
+
 
 def unit_rms(v: Tensor, eps: float) -> Tensor:
     """``v / rms(v)``: the key of a source before the per-site gain."""
     return F.rms_norm(v, (v.shape[-1],), eps=eps)
+
+
+def source_logits(y: Tensor, queries: Tensor, eps: float) -> Tensor:
+    """(B, T, n_sites): one source's logit at every site (gains folded into ``queries``)."""
+    return unit_rms(y, eps) @ queries.T
 
 
 class SiteParameters(nn.Module):
@@ -48,105 +64,91 @@ class SiteParameters(nn.Module):
         return self.queries * self.key_norm_weights
 
 
+@dataclass(frozen=True)
+class Schedule:
+    """Where the phase-1 groups start: sorted site indices, the first one 0. Any grouping gives
+    the same function; it only moves work between the two phases."""
+
+    starts: tuple[int, ...]
+    n_sites: int
+
+    @staticmethod
+    def every(size: int, n_sites: int) -> Schedule:
+        return Schedule(tuple(range(0, n_sites, size)), n_sites)
+
+    def is_start(self, site: int) -> bool:
+        i = bisect.bisect_left(self.starts, site)
+        return i < len(self.starts) and self.starts[i] == site
+
+    def end(self, site: int) -> int:
+        """One past the last site of ``site``'s group."""
+        i = bisect.bisect_right(self.starts, site)
+        return self.starts[i] if i < len(self.starts) else self.n_sites
+
+
+def merged_weights(stacked: Tensor, parts: Tensor) -> Tensor:
+    """A site's weights over all its sources, from phase 1's weights over the stacked sources
+    (B, T, n) and the merge's weights (B, T, 1 + r): the first part is the stacked share."""
+    return torch.cat((parts[..., :1] * stacked, parts[..., 1:]), dim=-1)
+
+
 @dataclass
-class _Phase1:
-    """Every site in ``[start, end)`` mixed over the stacked sources alone, in one product."""
-
-    start: int
-    end: int
-    weights: Tensor  # (B, T, G, n), softmax over the stacked sources
-    lse: Tensor  # (B, T, G), log-sum-exp of their logits
-    out: Tensor  # (B, T, G, d)
-
-
-def _combine(
-    first: tuple[Tensor, Tensor, Tensor] | None, second: tuple[Tensor, Tensor, Tensor] | None
-) -> tuple[Tensor, Tensor]:
-    """Merge two softmaxes over disjoint source sets, each given as (weights, lse, output), into
-    the softmax over their union: exact (online-softmax merge), not an approximation."""
-    if first is None or second is None:
-        only = first if second is None else second
-        assert only is not None
-        return only[2], only[0]
-    (a1, lse1, o1), (a2, lse2, o2) = first, second
-    lse = torch.logaddexp(lse1, lse2)
-    s1, s2 = (lse1 - lse).exp(), (lse2 - lse).exp()  # each part's share of the total mass
-    out = s1[..., None] * o1 + s2[..., None] * o2
-    return out, torch.cat((s1[..., None] * a1, s2[..., None] * a2), dim=-1)
-
-
-@dataclass
-class DepthSources:
-    """The sources the sites mix, with each source's logits against every site.
-
-    Values are stacked token-first, (B, T, n, d), so ``@`` batches cleanly. New values wait in
-    a short list and join the stack every ``fold_every`` appends (restacking all of them at every
-    site would copy O(L^2) tensors). This is the paper's two-phase schedule (Algorithm 1):
-    phase 1 mixes every site up to the next fold over the stack in one batched product; phase 2
-    merges, per site, the few recent sources with an online-softmax merge.
-    """
+class StackedSources:
+    """The schedule in plain autograd. Values are stacked token-first, (B, T, n, d), so ``@``
+    batches cleanly; new values wait in a short list and join the stack at the next group start
+    (restacking all of them at every site would copy O(L^2) tensors)."""
 
     eps: float
     queries: Tensor  # (n_sites, d), gains folded in
-    fold_every: int
+    schedule: Schedule
     values: Tensor | None = None  # (B, T, n, d)
     logits: Tensor | None = None  # (B, T, n, n_sites): each stacked source against every site
     recent: list[Tensor] = field(default_factory=list)
     recent_logits: list[Tensor] = field(default_factory=list)  # (B, T, n_sites) each
-    phase1: _Phase1 | None = None
+    group: tuple[int, Tensor, Tensor, Tensor] | None = None  # start, weights, lse, out
 
     def append(self, y: Tensor) -> None:
         self.recent.append(y)
-        self.recent_logits.append(unit_rms(y, self.eps) @ self.queries.T)
-        if len(self.recent) >= self.fold_every:
-            self.fold()
+        self.recent_logits.append(source_logits(y, self.queries, self.eps))
 
-    def fold(self) -> None:
+    def sources(self) -> list[Tensor]:
+        stacked = [] if self.values is None else list(self.values.unbind(-2))
+        return stacked + self.recent
+
+    def _fold(self) -> None:
         if not self.recent:
             return
         v, lg = torch.stack(self.recent, dim=-2), torch.stack(self.recent_logits, dim=-2)
         self.values = v if self.values is None else torch.cat((self.values, v), dim=-2)
         self.logits = lg if self.logits is None else torch.cat((self.logits, lg), dim=-2)
-        self.recent, self.recent_logits, self.phase1 = [], [], None
+        self.recent, self.recent_logits = [], []
 
-    def __len__(self) -> int:
-        stacked = 0 if self.values is None else self.values.shape[-2]
-        return stacked + len(self.recent)
-
-    def horizon(self, site: int) -> int:
-        """The end of the run of sites, from ``site`` on, that read the stack as it is now."""
-        return min(site + self.fold_every, self.queries.shape[0])
-
-    def _stacked(self, site: int) -> tuple[Tensor, Tensor, Tensor] | None:
-        if self.values is None or self.logits is None:
-            return None
-        p = self.phase1
-        if p is None or not p.start <= site < p.end:
-            end = self.horizon(site)
-            lg = self.logits[..., site:end].transpose(-1, -2)  # (B, T, G, n)
+    def _phase1(self, site: int) -> tuple[Tensor, Tensor, Tensor]:
+        if self.schedule.is_start(site) or self.group is None:
+            self._fold()
+            assert self.values is not None and self.logits is not None
+            lg = self.logits[..., site : self.schedule.end(site)].transpose(-1, -2)  # (B,T,G,n)
             weights = torch.softmax(lg, dim=-1)
-            p = self.phase1 = _Phase1(site, end, weights, lg.logsumexp(-1), weights @ self.values)
-        i = site - p.start
-        return p.weights[..., i, :], p.lse[..., i], p.out[..., i, :]
+            self.group = (site, weights, lg.logsumexp(-1), weights @ self.values)
+        start, weights, lse, out = self.group
+        i = site - start
+        return weights[..., i, :], lse[..., i], out[..., i, :]
 
-    def _recent(self, site: int, extra: Tensor | None) -> tuple[Tensor, Tensor, Tensor] | None:
-        values, logits = list(self.recent), [lg[..., site] for lg in self.recent_logits]
+    def mix(self, site: int, extra: Tensor | None = None) -> tuple[Tensor, Weights]:
+        """Site ``site``'s input (B, T, d) and its weights over the sources in order;
+        ``extra`` is one more source, last, that is not stored (Block AttnRes's partial sum)."""
+        w1, lse1, out1 = self._phase1(site)
+        values = [out1, *self.recent]
+        logits = [lse1, *(lg[..., site] for lg in self.recent_logits)]
         if extra is not None:
             values.append(extra)
             logits.append(unit_rms(extra, self.eps) @ self.queries[site])
-        if not values:
-            return None
-        if len(values) == 1:  # a softmax over one source: weight 1, no product needed
-            return torch.ones_like(logits[0])[..., None], logits[0], values[0]
-        lg = torch.stack(logits, dim=-1)  # (B, T, r)
-        weights = torch.softmax(lg, dim=-1)
-        out = (weights[..., None, :] @ torch.stack(values, dim=-2)).squeeze(-2)
-        return weights, lg.logsumexp(-1), out
+        if len(values) == 1:  # the group's first site: phase 1 is the whole answer
+            return out1, lambda: w1
+        parts = torch.softmax(torch.stack(logits, dim=-1), dim=-1)  # (B, T, 1 + r)
+        out = (parts[..., None, :] @ torch.stack(values, dim=-2)).squeeze(-2)
+        return out, lambda: merged_weights(w1, parts)
 
-    def mix(self, site: int, extra: Tensor | None = None) -> tuple[Tensor, Tensor]:
-        """Site ``site``'s input and its weights over the sources in order, (B, T, d) and
-        (B, T, S); ``extra`` is one more source, last, that is not stored (Block AttnRes's
-        partial sum)."""
-        out, weights = _combine(self._stacked(site), self._recent(site, extra))
-        probe.report("depth", site, lambda: weights)
-        return out, weights
+
+def report(site: int, weights: Weights) -> None:
+    probe.report("depth", site, weights)
