@@ -19,6 +19,21 @@ from trainers.residual import probe
 from trainers.residual.base import RESIDUALS, Residual, Stream
 
 
+def read_streams(weights: Tensor, h: Tensor) -> Tensor:
+    """sum_k w_k H_k, (B, T, d), for weights (n) or per token (B, T, n). A broadcast multiply and
+    sum: as ``w @ H`` it would be B*T one-row products (2.8x slower forward and backward)."""
+    return (weights.unsqueeze(-1) * h).sum(-2)
+
+
+def write_streams(res: Tensor, post: Tensor, h: Tensor, y: Tensor) -> Tensor:
+    """res^T H + post (x) y, (B, T, n, d), for maps shared by all tokens ((n, n), (n)) or per
+    token ((B, T, n, n), (B, T, n)). A shared map is expanded to one per token first: the batched
+    product is 5x faster forward and backward than ``@`` broadcasting the (n, n) map."""
+    n = h.shape[-2]
+    mixed = res.mT.expand(*h.shape[:-2], n, n) @ h
+    return torch.addcmul(mixed, post.unsqueeze(-1), y.unsqueeze(-2))
+
+
 class StreamsStream(Stream):
     """n copies of the embedding in, their sum out (shared by Hyper-Connections and mHC)."""
 
@@ -68,9 +83,8 @@ class HyperSite(nn.Module):
         token_dims = 2 if self.dynamic else 0
         probe.report("stream_read", self.index, lambda: a_in, token_dims)
         probe.report("stream_mix", self.index, lambda: a_res, token_dims)
-        x = (a_in.unsqueeze(-2) @ h).squeeze(-2)  # (B, T, d): A_m^T H
-        y = branch(x)
-        return a_res.transpose(-1, -2) @ h + b_out.unsqueeze(-1) * y.unsqueeze(-2)
+        y = branch(read_streams(a_in, h))
+        return write_streams(a_res, b_out, h, y)
 
 
 class MultiStream(Residual):
