@@ -23,7 +23,6 @@ one to).
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -76,14 +75,13 @@ class Schedule:
     def every(size: int, n_sites: int) -> Schedule:
         return Schedule(tuple(range(0, n_sites, size)), n_sites)
 
+    # Plain loops, not bisect: torch.compile traces Python but breaks its graph on C builtins.
     def is_start(self, site: int) -> bool:
-        i = bisect.bisect_left(self.starts, site)
-        return i < len(self.starts) and self.starts[i] == site
+        return site in self.starts
 
     def end(self, site: int) -> int:
         """One past the last site of ``site``'s group."""
-        i = bisect.bisect_right(self.starts, site)
-        return self.starts[i] if i < len(self.starts) else self.n_sites
+        return next((s for s in self.starts if s > site), self.n_sites)
 
 
 def merged_weights(stacked: Tensor, parts: Tensor) -> Tensor:

@@ -1,23 +1,27 @@
 """The two-phase depth softmax over preallocated buffers, with a hand-written backward.
 
-Plain autograd pays for AttnRes in two ways the math does not need: every group start restacks
-the sources (``cat`` copies O(L^2/G) values), and each stack is saved for the backward of the
-product that read it, so the activations hold every source several times. Here each forward owns
-one ``Store``: the values (B, T, S, d) and logits (B, T, n_sites, S) of every source, written once
-as sources arrive, outside autograd. Three autograd Functions read it:
+Plain autograd pays for AttnRes in ways the math does not need: every group start restacks the
+sources (``cat`` copies O(L^2/G) values), each stack is saved for the backward of the product
+that read it (so the activations hold every source several times), and every small operator of
+the merge is a recorded node. Here each forward owns one ``Store``: the values (B, T, S, d) and
+logits (B, T, S, n_sites) of every source, written once as sources arrive, outside autograd.
+Four autograd Functions use it:
 
-* ``_Push`` writes a source in; its backward hands the source its accumulated gradients;
+* ``_Push`` writes a source and its logits at every site; its backward hands the source its
+  accumulated gradients (value and key paths);
 * ``_GroupMix`` is phase 1: a group's sites over the sources present at its start;
 * ``_SiteMix`` is phase 2: one site's online-softmax merge of phase 1 with the sources added
-  since (read from the buffer) and an optional extra source (Block AttnRes's partial sum).
+  since (read from the store) and an optional extra source (Block AttnRes's partial sum);
+* ``_PairMix`` is the merge of phase 1 with the extra source alone, Block AttnRes's usual site.
 
-The two mixes add their gradients into matching buffers (``grad_values``, ``grad_logits``)
-instead of returning them. Ordering comes from a token: a 0-d tensor each ``_Push`` returns and
-every mix takes, so the engine runs source i's ``_Push`` backward only after every mix that read
-the store after source i was written, that is after every gradient for source i has arrived.
-A backward over the whole graph resets the gradient buffers when it ends (``_Push`` of source 0
-runs last), so ``retain_graph`` and a second backward stay exact; a partial backward (gradients
-of an intermediate tensor) is not supported.
+The mixes add their gradients into matching buffers (``grad_values``, ``grad_logits``,
+``grad_query_rows``) instead of returning them. Ordering comes from a token: a 0-d tensor each
+``_Push`` returns and every mix takes, so the engine runs source i's ``_Push`` backward only
+after every mix that read the store after source i was written, that is after every gradient for
+source i has arrived. ``_Push`` of source 0 runs last: it returns the queries' whole gradient
+and resets the buffers, so ``retain_graph`` and a second backward stay exact; a partial
+backward (gradients of an intermediate tensor) is not supported. ``StackedSources`` is the
+plain-autograd twin the tests hold this one to.
 """
 
 from __future__ import annotations
