@@ -281,3 +281,17 @@ def test_bf16_autocast_trains() -> None:
     assert got.dtype == torch.float32 and torch.isfinite(got).all()
     # bf16 keeps 8 bits of mantissa: a few percent of the gradient's scale
     assert (got - ref).norm() < 0.05 * ref.norm()
+
+
+@pytest.mark.parametrize("residual", ["attnres", "block_attnres"])
+def test_inference_mode_computes_what_training_computes(residual: str) -> None:
+    """With no gradient wanted the buffered path takes its inference shortcuts (no saved
+    tensors, Block's merge as one lerp); the logits stay those of the differentiable path."""
+    model = DeepTransformer(tiny(residual=residual, n_layers=5, attnres_blocks=3)).double()
+    _randomize_mixing(model)
+    idx = torch.randint(0, 32, (2, 12))
+    with_grad = model(idx)
+    assert with_grad.requires_grad
+    with torch.inference_mode():
+        without = model(idx)
+    torch.testing.assert_close(without, with_grad.detach(), rtol=0, atol=1e-12)

@@ -268,8 +268,12 @@ class _PairMix(torch.autograd.Function):
             rinv = _rinv(e, store.eps)
             lg = (e @ store.queries[site]) * rinv
             ce = torch.sigmoid(lg - lse1)
+            weight = ce[..., None].to(out1.dtype)
+            if not any(ctx.needs_input_grad):  # inference: one pass, nothing to keep
+                ctx.mark_non_differentiable(ce)
+                return torch.lerp(out1, extra.to(out1.dtype), weight), ce
             diff = extra.to(out1.dtype) - out1
-            x = torch.addcmul(out1, diff, ce[..., None].to(out1.dtype))
+            x = torch.addcmul(out1, diff, weight)
         # x (which the branch's norm keeps anyway) and the difference give back both inputs:
         # one tensor saved per site instead of two.
         ctx.save_for_backward(x, diff, ce, rinv, lg)
