@@ -269,7 +269,7 @@ class _PairMix(torch.autograd.Function):
             lg = (e @ store.queries[site]) * rinv
             ce = torch.sigmoid(lg - lse1)
             weight = ce[..., None].to(out1.dtype)
-            if not any(ctx.needs_input_grad):  # inference: one pass, nothing to keep
+            if not any(ctx.needs_input_grad):  # type: ignore[attr-defined]  # inference: one pass
                 ctx.mark_non_differentiable(ce)
                 return torch.lerp(out1, extra.to(out1.dtype), weight), ce
             diff = extra.to(out1.dtype) - out1
