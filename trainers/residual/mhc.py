@@ -31,35 +31,60 @@ PRE_INIT_LOGIT = 4.0  # sigmoid(4) = 0.982, sigmoid(-4) = 0.018
 RES_INIT_LOGIT = 1.0
 
 
+# exp(-60) = 9e-27 stays a normal float32: no row or column of exp(logits - max) can underflow
+# to all zeros (which would divide 0 by 0). Entries that far below the maximum carry no weight
+# worth keeping, and the log-domain iteration would give them ~exp(-60) too.
+MIN_LOG_RATIO = -60.0
+
+
+def _sum_maps(n: int, like: Tensor) -> tuple[Tensor, Tensor]:
+    """(n*n, n*n) 0/1 matrices: a flattened (n, n) matrix times the first gives each entry its
+    row's sum, times the second its column's sum."""
+    eye = torch.eye(n, dtype=like.dtype, device=like.device)
+    ones = torch.ones(n, n, dtype=like.dtype, device=like.device)
+    return torch.kron(eye, ones), torch.kron(ones, eye)
+
+
 class _Sinkhorn(torch.autograd.Function):
-    """Sinkhorn-Knopp with a hand-written backward. Each half-step is a log-softmax over rows
-    or columns, whose backward needs only that step's normalized matrix: 2 operators per
-    half-step each way, where autograd records 6 (measured 1.7x faster at (1, 256, 4, 4))."""
+    """Sinkhorn-Knopp in the linear domain, flattened to (.., n*n) so that every row or column
+    sum is one small matrix product (``_sum_maps``), with a hand-written backward through the
+    unrolled iterations. Per half-step: a product and a division forward; a product-add, a
+    multiply and a division backward. Kernels over a trailing dimension of size n (log-softmax,
+    sums) are the slow path on a CPU: this measured 1.9x faster than log-softmax steps with a
+    hand-written backward, and 3.5x faster than autograd through them, at (1, 256, 4, 4)."""
 
     @staticmethod
     def forward(ctx: FunctionCtx, logits: Tensor, iters: int) -> Tensor:
-        log_m, steps = logits, []
+        shifted = logits - logits.amax((-2, -1), keepdim=True)  # the maximum entry is exp(0)
+        m0 = shifted.clamp_(min=MIN_LOG_RATIO).exp_().flatten(-2)
+        maps, m, steps = _sum_maps(logits.shape[-1], logits), m0, []
         for _ in range(iters):
-            for dim in (-1, -2):  # rows sum to 1, then columns
-                log_m = torch.log_softmax(log_m, dim)
-                steps.append(log_m.exp())
-        ctx.save_for_backward(*steps)
-        return steps[-1]
+            for p in maps:  # rows sum to 1, then columns
+                sums = m @ p
+                m = m / sums
+                steps += [m, sums]
+        ctx.save_for_backward(m0, *steps)
+        ctx.maps = maps  # type: ignore[attr-defined]
+        return m.view(logits.shape)
 
     @staticmethod
     @once_differentiable
     def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, None]:
-        steps = ctx.saved_tensors
-        g = grad * steps[-1]  # through the final exp
-        for k in range(len(steps) - 1, -1, -1):  # d log_softmax: g - softmax * sum(g)
-            dim = -1 if k % 2 == 0 else -2
-            g = torch.addcmul(g, steps[k], g.sum(dim, keepdim=True), value=-1)
-        return g, None
+        m0, *steps = ctx.saved_tensors
+        g = grad.flatten(-2)
+        for k in range(len(steps) // 2 - 1, -1, -1):
+            # m' = m / (m P): dm = (g - (g * m') P) / (m P), P symmetric
+            m, sums = steps[2 * k], steps[2 * k + 1]
+            g = torch.addmm(g.flatten(0, -2), (g * m).flatten(0, -2), ctx.maps[k % 2], alpha=-1)
+            g = g.view_as(m) / sums
+        # through exp; the shift by the maximum cancels (Sinkhorn ignores a constant), and a
+        # clamped entry's weight is exp(-60): its gradient is left as is, ~0
+        return (g * m0).view(grad.shape), None
 
 
 def sinkhorn(logits: Tensor, iters: int) -> Tensor:
     """Project exp(logits) (.., n, n) toward the doubly-stochastic matrices: alternate row and
-    column normalization, in log space so large logits cannot overflow."""
+    column normalization. ``iters`` >= 1 (the config checks it)."""
     return _Sinkhorn.apply(logits, iters)
 
 
@@ -84,9 +109,11 @@ class MHCSite(nn.Module):
 
     def maps(self, h: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """H_pre (B, T, n), H_post (B, T, n), H_res (B, T, n, n) for the streams h."""
-        flat = F.rms_norm(h.flatten(-2), (h.shape[-2] * h.shape[-1],), eps=self.eps)
-        # One product for the three maps: each reads the same (B, T, n*d) stream.
-        z = flat @ torch.cat((self.w_pre, self.w_post, self.w_res), dim=1)
+        flat = h.flatten(-2)  # (B, T, n*d)
+        # RMSNorm(flat) @ W = (flat @ W) / rms(flat): the normalized stream, n times the width of
+        # the residual, is never built. One product serves the three maps.
+        rinv = torch.rsqrt(torch.linalg.vecdot(flat, flat) / flat.shape[-1] + self.eps)
+        z = (flat @ torch.cat((self.w_pre, self.w_post, self.w_res), dim=1)) * rinv[..., None]
         z_pre, z_post, z_res = z.split((self.n, self.n, self.n * self.n), dim=-1)
         pre = torch.sigmoid(self.alpha_pre * z_pre + self.b_pre)
         post = 2 * torch.sigmoid(self.alpha_post * z_post + self.b_post)
