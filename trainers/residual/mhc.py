@@ -25,7 +25,7 @@ from torch.autograd.function import FunctionCtx, once_differentiable
 from trainers.config import ModelConfig
 from trainers.residual import probe
 from trainers.residual.base import RESIDUALS
-from trainers.residual.hyper import MultiStream, read_streams, write_streams
+from trainers.residual.hyper import MultiStream, add_output, read_and_mix
 
 PRE_INIT_LOGIT = 4.0  # sigmoid(4) = 0.982, sigmoid(-4) = 0.018
 RES_INIT_LOGIT = 1.0
@@ -124,8 +124,8 @@ class MHCSite(nn.Module):
         pre, post, res = self.maps(h)
         probe.report("stream_read", self.index, lambda: pre)
         probe.report("stream_mix", self.index, lambda: res)
-        y = branch(read_streams(pre, h))  # f(H_pre X)
-        return write_streams(res.mT, post, h, y)  # H_res X + H_post^T y
+        x, mixed = read_and_mix(pre, res, h)  # H_pre X and H_res X
+        return add_output(mixed, post, branch(x))  # H_res X + H_post^T f(H_pre X)
 
 
 @RESIDUALS.register("mhc")
