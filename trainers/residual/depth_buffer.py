@@ -97,6 +97,32 @@ def _rinv(v: Tensor, eps: float) -> Tensor:
     return torch.rsqrt(torch.linalg.vecdot(v, v) / v.shape[-1] + eps)
 
 
+def _key_grad(v: Tensor, glg: Tensor, queries: Tensor, lg: Tensor, rinv: Tensor) -> Tensor:
+    """d/dv of sum_s glg_s lg_s, for the logits lg_s = (v . q_s) rinv(v) of a source v (B, T, d)
+    at k sites (queries (k, d); glg and lg (B, T, k)); d rinv / dv = -rinv^3 v / d."""
+    gv = (glg @ queries) * rinv[..., None]
+    coef = torch.linalg.vecdot(glg, lg) * rinv.square() / v.shape[-1]
+    return gv.sub_(v.to(gv.dtype) * coef[..., None])
+
+
+def _extra_logit(store: Store, site: int, extra: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """A source the store does not hold (Block AttnRes's partial sum): itself in the logits'
+    dtype, 1 / rms, and its logit at ``site``."""
+    e = extra.to(store.queries.dtype)
+    rinv = _rinv(e, store.eps)
+    return e, rinv, (e @ store.queries[site]) * rinv
+
+
+def _extra_key_grad(
+    store: Store, site: int, e: Tensor, dl: Tensor, rinv: Tensor, lg: Tensor
+) -> Tensor:
+    """The gradient through that source's key for its logit's gradient dl (B, T); the site's
+    query row gets its share in ``grad_query_rows``."""
+    assert store.grad_query_rows is not None
+    store.grad_query_rows[site].addmv_(e.flatten(0, -2).T, (dl * rinv).flatten())
+    return _key_grad(e, dl[..., None], store.queries[site : site + 1], lg[..., None], rinv)
+
+
 class _Push(torch.autograd.Function):
     """Writes source y into the store with its logit at every site, (y . q_s) / rms(y). Only
     source 0's push takes the queries as an input, and returns their whole gradient (it runs
@@ -125,10 +151,7 @@ class _Push(torch.autograd.Function):
         grad_values, grad_logits = store.grads()
         with _no_autocast(y.device):
             glg, lg, rinv = grad_logits[:, :, i], store.logits[:, :, i], store.rinv[:, :, i]
-            # d/dy of (y . q) * rinv(y), with d rinv / dy = -rinv^3 y / d:
-            gy = (glg @ store.queries) * rinv[..., None]
-            coef = torch.linalg.vecdot(glg, lg) * rinv.square() / y.shape[-1]
-            gy -= y.to(gy.dtype) * coef[..., None]
+            gy = _key_grad(y, glg, store.queries, lg, rinv)
             gy += grad_values[:, :, i]
             gq = None
             if i == 0:  # the last node of the backward; the next backward starts from zero
@@ -205,9 +228,7 @@ class _SiteMix(torch.autograd.Function):
             parts = [lse1[..., None], store.logits[:, :, n:m, site]]
             rinv = lg = None
             if extra is not None:
-                e = extra.to(lse1.dtype)
-                rinv = _rinv(e, store.eps)
-                lg = (e @ store.queries[site]) * rinv
+                _, rinv, lg = _extra_logit(store, site, extra)
                 parts.append(lg[..., None])
             c = torch.cat(parts, -1).softmax(-1)  # (B, T, 1 + r [+ 1])
             cv = c.to(out1.dtype)
@@ -248,12 +269,8 @@ class _SiteMix(torch.autograd.Function):
                 dce = torch.linalg.vecdot(dx, extra).to(c.dtype)
                 dl0 -= ce * dce
                 dle = ce * (dce - dxx)
-                # the value's share, then the key's: d(lg)/de with d rinv/de = -rinv^3 e / d
-                e, g = extra.to(c.dtype), dle * rinv
-                store.grad_query_rows[site] += g.flatten() @ e.flatten(0, -2)
-                dkey = g[..., None] * store.queries[site]
-                dkey.addcmul_(e, (g * lg * rinv / e.shape[-1])[..., None], value=-1)
-                dextra = dkey.to(dx.dtype).addcmul_(dx, cv[..., -1:])
+                dkey = _extra_key_grad(store, site, extra.to(c.dtype), dle, rinv, lg)
+                dextra = dkey.to(dx.dtype).addcmul_(dx, cv[..., -1:])  # the key's, the value's
             dout1 = dx * cv[..., :1]
         token = torch.zeros((), device=dx.device)
         return token, dout1, dl0, dextra, None, None, None
@@ -276,9 +293,7 @@ class _PairMix(torch.autograd.Function):
         site: int,
     ) -> tuple[Tensor, Tensor]:
         with _no_autocast(out1.device):
-            e = extra.to(lse1.dtype)
-            rinv = _rinv(e, store.eps)
-            lg = (e @ store.queries[site]) * rinv
+            _, rinv, lg = _extra_logit(store, site, extra)
             ce = torch.sigmoid(lg - lse1)
             weight = ce[..., None].to(out1.dtype)
             if not any(ctx.needs_input_grad):  # type: ignore[attr-defined]  # inference: one pass
@@ -301,13 +316,9 @@ class _PairMix(torch.autograd.Function):
         store.grads()
         with _no_autocast(dx.device):
             e = torch.addcmul(x, diff, (1 - ce)[..., None].to(x.dtype)).to(ce.dtype)
-            q = store.queries[site]
             dce = torch.linalg.vecdot(dx, diff)
             dl = dce.to(ce.dtype) * ce * (1 - ce)  # the sigmoid's derivative
-            g = dl * rinv
-            store.grad_query_rows[site].addmv_(e.flatten(0, -2).T, g.flatten())
-            dkey = g[..., None] * q  # d(lg)/de, as in _SiteMix
-            dkey.addcmul_(e, (g * lg * rinv / e.shape[-1])[..., None], value=-1)
+            dkey = _extra_key_grad(store, site, e, dl, rinv, lg)
             dextra = dkey.to(dx.dtype).addcmul_(dx, ce[..., None].to(dx.dtype))
             dout1 = dx * (1 - ce)[..., None].to(dx.dtype)
         token = torch.zeros((), device=dx.device)
