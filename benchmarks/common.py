@@ -10,7 +10,7 @@ import json
 import os
 import platform
 import statistics
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -119,6 +119,15 @@ def cli(name: str, doc: str, run: Callable[..., dict], markdown: Callable[[dict]
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / f"{name}.json").write_text(json.dumps(result, indent=2) + "\n")
     print(markdown(result))
+
+
+def md_table(header: list[str], rows: Iterable[list[str]]) -> list[str]:
+    """A Markdown table's lines: the header, its rule, one line per row."""
+
+    def line(cells: list[str]) -> str:
+        return "| " + " | ".join(cells) + " |"
+
+    return [line(header), "| --- " * len(header) + "|", *(line(r) for r in rows)]
 
 
 def fmt_ratio(x: float | None) -> str:

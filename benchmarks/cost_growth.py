@@ -21,7 +21,7 @@ import math
 import statistics
 from typing import Any
 
-from benchmarks.common import cli, config, free, interleaved, machine, ratio, train_step
+from benchmarks.common import cli, config, free, interleaved, machine, md_table, ratio, train_step
 
 NAME = "cost_growth"
 ARMS = ("standard", "attnres", "block_attnres")
@@ -116,21 +116,20 @@ def markdown(result: dict) -> str:
         f"Goal: standard and block_attnres ≈ linear (k ≈ 1); attnres's quadratic mixing shows as "
         f"k > 1 and a per-layer cost that grows with depth.",
         "",
-        "| arm | "
-        + " | ".join(f"L{d} ms (share)" for d in depths)
-        + f" | k | per-layer t(L{last})/t(L{ref}) | expected |",
-        "| --- " * (len(depths) + 4) + "|",
     ]
+    header = ["arm", *(f"L{d} ms (share)" for d in depths)]
+    header += ["k", f"per-layer t(L{last})/t(L{ref})", "expected"]
+    rows = []
     for arm in (*ARMS,):
-        cells = []
+        cells = [f"`{arm}`"]
         for d in depths:
             row = per_depth[d][arm]
             share = "" if arm == "standard" else f" ({100 * row['mixing_share']:+.0f}%)"
             cells.append(f"{row['step_ms']:.0f}{share}")
         fit = fits[arm]
         cells += [f"{fit['exponent']:.2f}", f"{fit['per_layer_ratio']:.2f}x", fit["expected"]]
-        lines.append(f"| `{arm}` | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+        rows.append(cells)
+    return "\n".join(lines + md_table(header, rows))
 
 
 def main() -> None:

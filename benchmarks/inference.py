@@ -16,7 +16,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from benchmarks.common import cli, config, forward_step, free, interleaved, machine, ratio
+from benchmarks.common import cli, config, forward_step, free, interleaved, machine, md_table, ratio
 
 NAME = "inference"
 ARMS = ("standard", "attnres", "block_attnres", "hyper", "mhc", "denseformer")
@@ -78,16 +78,17 @@ def markdown(result: dict) -> str:
         f"{result['threads']} threads. Block AttnRes latency overhead here: {block}; "
         f"the paper reports < {PAPER_BLOCK_OVERHEAD:.0%}.",
         "",
-        "| arm | " + " | ".join(f"seq {n}: tok/s (vs standard)" for n in seqs) + " |",
-        "| --- " * (len(seqs) + 1) + "|",
     ]
-    for arm in ARMS:
-        cells = [
+    header = ["arm", *(f"seq {n}: tok/s (vs standard)" for n in seqs)]
+    rows = [
+        [f"`{arm}`"]
+        + [
             f"{res[n][arm]['tokens_per_s']:,.0f} ({res[n][arm]['throughput_ratio']:.2f}x)"
             for n in seqs
         ]
-        lines.append(f"| `{arm}` | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+        for arm in ARMS
+    ]
+    return "\n".join(lines + md_table(header, rows))
 
 
 def main() -> None:

@@ -40,6 +40,7 @@ from benchmarks.common import (
     free,
     interleaved,
     machine,
+    md_table,
     ratio,
     train_step,
 )
@@ -226,19 +227,15 @@ def markdown(result: dict) -> str:
         f"≤ {TIME_GOALS['attnres']:.2f}x (attnres), ≤ {TIME_GOALS['hyper']:.2f}x (hyper, mhc); "
         f"step memory ≤ {MEMORY_GOAL:.2f}x for all.",
         "",
-        "| arm | "
-        + " | ".join(f"time L{d}" for d in depths)
-        + " | "
-        + " | ".join(f"step mem L{d}" for d in depths)
-        + f" | peak mem L{goal_at} | goal at L{goal_at} |",
-        "| --- " * (2 * len(depths) + 3) + "|",
     ]
+    header = ["arm", *(f"time L{d}" for d in depths), *(f"step mem L{d}" for d in depths)]
+    header += [f"peak mem L{goal_at}", f"goal at L{goal_at}"]
+    rows = []
     for arm in s["arms"]:
         row = res[goal_at][arm]
         cells = _cells(depths, res, arm, "time_ratio") + _cells(depths, res, arm, "step_mem_ratio")
-        cells += [fmt_ratio(row["peak_mem_ratio"]), _goal(arm, row)]
-        lines.append(f"| `{arm}` | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+        rows.append([f"`{arm}`", *cells, fmt_ratio(row["peak_mem_ratio"]), _goal(arm, row)])
+    return "\n".join(lines + md_table(header, rows))
 
 
 def main() -> None:

@@ -26,6 +26,7 @@ from benchmarks.common import (
     free,
     interleaved,
     machine,
+    md_table,
     ratio,
     train_step,
 )
@@ -83,16 +84,15 @@ def markdown(result: dict) -> str:
         f"N=8; training step at seq {s['seq_len']['train']}, prefill (inference_mode) at seq "
         f"{s['seq_len']['prefill']}; {result['device']}, {result['threads']} threads.",
         "",
-        "| | " + " | ".join(f"d_model {d}" for d in widths) + " |",
-        "| --- " * (len(widths) + 1) + "|",
     ]
+    rows = []
     for kind in KINDS:
-        ms = [f"{res[kind][d]['standard_ms']:.0f} ms" for d in widths]
-        lines.append(f"| {kind}: `standard` | " + " | ".join(ms) + " |")
+        rows.append(
+            [f"{kind}: `standard`"] + [f"{res[kind][d]['standard_ms']:.0f} ms" for d in widths]
+        )
         for arm in ARMS[1:]:
-            cells = [fmt_ratio(res[kind][d][arm]) for d in widths]
-            lines.append(f"| {kind}: `{arm}` | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+            rows.append([f"{kind}: `{arm}`"] + [fmt_ratio(res[kind][d][arm]) for d in widths])
+    return "\n".join(lines + md_table(["", *(f"d_model {d}" for d in widths)], rows))
 
 
 def main() -> None:
