@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from torch import Tensor, nn
 
 from trainers.config import ModelConfig
-from trainers.residual.attnres import AttnResSite, AttnResStream, Sources
+from trainers.residual.attnres import AttnResSite, AttnResStream
 from trainers.residual.base import RESIDUALS, Residual, Stream
-from trainers.residual.depth_attention import Schedule, report
+from trainers.residual.depth_attention import Schedule, Sources, mix
 
 
 def block_starts(n_sublayers: int, n_blocks: int) -> frozenset[int]:
@@ -57,9 +57,7 @@ class BlockAttnResSite(AttnResSite):
     def forward(self, state: BlockState, branch: nn.Module) -> BlockState:  # type: ignore[override]
         if self.starts_block:
             state.close_block()
-        x, weights = state.summaries.mix(self.index, state.partial)
-        report(self.index, weights)
-        state.add(branch(x))
+        state.add(branch(mix(state.summaries, self.index, state.partial)))
         return state
 
 

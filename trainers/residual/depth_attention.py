@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import torch
 import torch.nn.functional as F
@@ -33,6 +34,16 @@ from torch import Tensor, nn
 from trainers.residual import probe
 
 Weights = Callable[[], Tensor]  # a site's weights over its sources, (B, T, S), on demand
+
+
+class Sources(Protocol):
+    """What both implementations offer the wirings."""
+
+    def append(self, y: Tensor) -> None: ...
+
+    def sources(self) -> list[Tensor]: ...
+
+    def mix(self, site: int, extra: Tensor | None = None) -> tuple[Tensor, Weights]: ...
 
 
 def unit_rms(v: Tensor, eps: float) -> Tensor:
@@ -148,5 +159,9 @@ class StackedSources:
         return out, lambda: merged_weights(w1, parts)
 
 
-def report(site: int, weights: Weights) -> None:
+def mix(sources: Sources, site: int, extra: Tensor | None = None) -> Tensor:
+    """Site ``site``'s input from either implementation, its weights reported to an open
+    mixing probe (computed only then)."""
+    x, weights = sources.mix(site, extra)
     probe.report("depth", site, weights)
+    return x
