@@ -1,0 +1,131 @@
+"""The trial record's schema: every Tune report key, MLflow tag and metric that a sweep writes and
+that the live view, the summary and the report read, and the statuses a trial can end in.
+
+Writers (``nas.trial``, ``nas.tracking``, ``nas.lightning_hooks``) and readers (``nas.live``,
+``nas.summary``, ``reports.load``, ``reports.sections``) name keys through this module only, so a
+renamed key is renamed everywhere; a test checks that what a real sweep writes is exactly what is
+named here. It lives in ``reports`` because imports flow one way (``nas`` may import ``reports``,
+never the reverse), and it imports nothing heavy: the driver, the CLI and the report all load it.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Status(StrEnum):
+    """How a trial ended: the ``nas.status`` tag of its child run."""
+
+    FINISHED = "finished"  # trained to its last step
+    DIVERGED = "diverged"  # loss non-finite or far above its best: ended at that step
+    TIMED_OUT = "timed_out"  # ran past --trial-timeout
+    FAILED = "failed"  # raised (after Tune's retries)
+    INFEASIBLE = "infeasible"  # the configuration rejected the point: nothing trained
+    STOPPED_EARLY = "stopped_early"  # the scheduler (ASHA) stopped it
+    KILLED = "killed"  # interrupted and not yet resumed
+
+
+# The MLflow run status each trial status implies: the run ended normally, or it did not.
+RUN_STATUS: dict[Status, str] = {
+    Status.FINISHED: "FINISHED",
+    Status.INFEASIBLE: "FINISHED",
+    Status.STOPPED_EARLY: "FINISHED",
+    Status.DIVERGED: "FAILED",
+    Status.TIMED_OUT: "FAILED",
+    Status.FAILED: "FAILED",
+    Status.KILLED: "KILLED",
+}
+# Statuses that settle a trial: a later invocation does not run it again. A failed trial is
+# retried on the next invocation (a crash may be the machine's fault); a killed one resumes.
+SETTLED = frozenset(RUN_STATUS) - {Status.FAILED, Status.KILLED}
+# Statuses whose final metrics are a trained model's: the rows a comparison may use.
+COMPARABLE = frozenset({Status.FINISHED})
+
+
+class Tag:
+    """MLflow tags. Parent run (one per sweep, across invocations) and child runs (one per
+    trial)."""
+
+    PARENT = "mlflow.parentRunId"  # MLflow's own: the UI nests the child under it
+    ROLE = "nas.role"  # ROLE_SWEEP or ROLE_TRIAL
+    SWEEP = "nas.sweep"
+    # parent
+    SWEEP_KEY = "nas.sweep_key"  # where the sweep's Tune state lives (+ its generation)
+    SPACE = "nas.space"
+    COMMAND = "nas.command"  # the latest invocation's command line
+    VERSIONS = "nas.versions"  # JSON: python and the stack
+    SUPERSEDED = "nas.superseded"  # "true" on a parent archived by --restart
+    # child
+    TRIAL_KEY = "nas.trial_key"  # TrialSpec.key: a content hash of arm, point and seed
+    TRIAL_ID = "nas.trial_id"  # Tune's id of the attempt that last ran it
+    ARM = "nas.arm"
+    SEED = "nas.seed"
+    STATUS = "nas.status"  # a Status value
+    REASON = "nas.reason"  # why it diverged, timed out, failed or was infeasible
+    STATUS_STEP = "nas.status_step"  # the step it ended at
+    CONFIG_HASH = "nas.config_hash"
+    NODE = "nas.node"
+    HARDWARE = "nas.hardware"
+    GIT_COMMIT = "nas.git_commit"
+    VERSION = "nas.version"
+
+
+ROLE_SWEEP, ROLE_TRIAL = "sweep", "trial"
+
+
+class Metric:
+    """MLflow metric names."""
+
+    TRAIN_LOSS = "train/loss"
+    VAL_LOSS = "val/loss"
+    VAL_BPB = "val/bpb"
+    FINAL_VAL_LOSS = "final/val_loss"  # the last validation (the last finite one if diverged)
+    FINAL_WALL_S = "final/wall_s"
+    FINAL_STEP_S = "final/step_s"
+    FINAL_TRIAL_S = "final/trial_s"
+    FINAL_TOKENS_PER_S = "final/tokens_per_s"
+    FINAL_PARAMS = "final/params"
+    FINAL_STEPS = "final/steps"  # the steps actually trained
+    DILUTION_PREFIX = "dilution/"
+    # parent run
+    SWEEP_PREFIX = "sweep/"
+    SWEEP_BEST_VAL_LOSS = "sweep/best_val_loss"
+
+
+FINAL_METRICS = (
+    Metric.FINAL_VAL_LOSS,
+    Metric.FINAL_WALL_S,
+    Metric.FINAL_STEP_S,
+    Metric.FINAL_TRIAL_S,
+    Metric.FINAL_TOKENS_PER_S,
+    Metric.FINAL_PARAMS,
+    Metric.FINAL_STEPS,
+)
+
+
+class Report:
+    """Keys of the dicts a trial reports to Tune (Tune's keys cannot hold '/')."""
+
+    VAL_LOSS = "val_loss"
+    VAL_BPB = "val_bpb"
+    PARAMS = "params"
+    STEP = "step"  # ASHA's time attribute
+    STATUS = "nas_status"  # on the trial's last report only: a Status value
+    REASON = "nas_reason"
+    KEY = "nas_key"  # the TrialSpec key
+
+
+def tune_key(metric: str) -> str:
+    """A metric's name in Tune reports: ``val/loss`` -> ``val_loss``."""
+    return metric.replace("/", "_")
+
+
+# The Tune config key that carries a grid trial's TrialSpec key (never a list index).
+GRID_PARAM = "nas_trial"
+
+# Artifacts on the parent run.
+SPACE_FILE = "space.yaml"
+SKIPPED_FILE = "skipped.yaml"
+PLANS_FOLDER = "plans"  # one JSON file per invocation: command, space, trial keys
+# Columns ``reports.load`` derives beside the params and metrics.
+BEST_VAL_LOSS = "best_val_loss"  # the lowest val/loss over the trial's curve
