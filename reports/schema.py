@@ -92,6 +92,13 @@ class Metric:
     SWEEP_BEST_VAL_LOSS = "sweep/best_val_loss"
 
 
+# A search objective (a metric every validation reports) -> the metric holding its final value.
+FINAL_OF = {
+    "val/loss": Metric.FINAL_VAL_LOSS,
+    "val/bpb": Metric.VAL_BPB,  # its latest value is the last validation's
+    "params": Metric.FINAL_PARAMS,
+}
+
 FINAL_METRICS = (
     Metric.FINAL_VAL_LOSS,
     Metric.FINAL_WALL_S,
