@@ -12,7 +12,9 @@ import lightning as L
 from lightning.pytorch.loggers.logger import Logger
 from lightning.pytorch.utilities import rank_zero_only
 
+from nas.checkpoints import CKPT_NAME, write_mark
 from nas.tracking import TrialRun
+from reports.schema import Report, tune_key
 
 
 class TrialLogger(Logger):
@@ -45,19 +47,24 @@ class TrialLogger(Logger):
 
 
 class TuneReporter(L.Callback):
-    """After each validation: a Lightning checkpoint and the metrics to Tune (ASHA and Optuna
-    read ``val_loss``)."""
+    """After each validation: a Lightning checkpoint, marked with the trial's key and step so a
+    later invocation finds it (``nas.checkpoints``), and the metrics to Tune (ASHA and Optuna
+    read the objectives' Tune keys)."""
+
+    def __init__(self, key: str) -> None:
+        self.key = key
 
     def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if trainer.sanity_checking:
             return
         from ray import tune
 
-        from nas.trial import CKPT_NAME
-
-        metrics = {k.replace("/", "_"): float(v) for k, v in trainer.callback_metrics.items()}
-        metrics["step"] = trainer.global_step
-        metrics["params"] = float(sum(p.numel() for p in pl_module.parameters()))  # an objective
-        with tempfile.TemporaryDirectory() as folder:
-            trainer.save_checkpoint(Path(folder) / CKPT_NAME, weights_only=False)
-            tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(folder))
+        metrics = {tune_key(k): float(v) for k, v in trainer.callback_metrics.items()}
+        metrics[Report.STEP] = trainer.global_step
+        metrics[Report.PARAMS] = float(sum(p.numel() for p in pl_module.parameters()))
+        with tempfile.TemporaryDirectory() as tmp:
+            folder = Path(tmp)
+            trainer.save_checkpoint(folder / CKPT_NAME, weights_only=False)
+            write_mark(folder, self.key, trainer.global_step)
+            checkpoint = tune.Checkpoint.from_directory(tmp)
+            tune.report({**metrics, Report.KEY: self.key}, checkpoint=checkpoint)

@@ -8,26 +8,26 @@ and at the end, so a log stays readable and grep-able.
 
 from __future__ import annotations
 
-import json
 import math
 import sys
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, TextIO
 
 from ray import tune
 
-from nas.trial import SweepContext
+from nas.outcomes import ended_by_driver
+from nas.trial import DEFERRED, SweepContext
+from reports.schema import Report, Status
 
 REDRAW_S, LOG_TABLE_S, MAX_ROWS = 1.0, 60.0, 20
-ENDED = ("done", "stopped", "failed", "infeasible")
+ENDED = (*(s.value for s in Status), DEFERRED)
 
 
 @dataclass
 class TrialRow:
     label: str
-    state: str = "pending"  # pending, running, done, stopped (early), failed, infeasible
+    state: str = "pending"  # pending, running, a Status value, or deferred
     step: int = 0
     loss: float = math.nan
     best: float = math.inf
@@ -39,14 +39,12 @@ class TrialRow:
 
 
 def label(config: dict, ctx: SweepContext) -> str:
-    """A trial's readable name: its arm and seed for a grid cell, its values for a search."""
-    cell = config.get("cell")
-    if cell is not None:
-        return f"{ctx.arms[int(cell)]} seed {ctx.cells[int(cell)]['train.seed']}"
-    shown = {k.split(".")[-1]: v for k, v in config.items()}
-    return ", ".join(
-        f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in shown.items()
-    )
+    """A trial's readable name: its spec's label (arm and seed); a search proposal the
+    configuration rejects is named by its values."""
+    try:
+        return ctx.spec_for(config).label
+    except ValueError:
+        return ", ".join(f"{k.split('.')[-1]}={v}" for k, v in config.items())
 
 
 def _clock(seconds: float) -> str:
@@ -76,18 +74,16 @@ def render_table(rows: dict[str, TrialRow], total: int, elapsed: float, earlier:
     )
     width = max([len(r.label) for r in rows.values()] + [5])
     lines = [
-        f"{'trial':<{width}}  {'state':<10} {'step':>6} {'val_loss':>9} {'best':>9} {'time':>7}"
+        f"{'trial':<{width}}  {'state':<13} {'step':>6} {'val_loss':>9} {'best':>9} {'time':>7}"
     ]
     for _, r in order[:MAX_ROWS]:
         lines.append(
-            f"{r.label:<{width}}  {r.state:<10} {r.step:>6} {_loss(r.loss):>9} "
+            f"{r.label:<{width}}  {r.state:<13} {r.step:>6} {_loss(r.loss):>9} "
             f"{_loss(r.best):>9} {_clock(r.elapsed(now)):>7}"
         )
     if len(order) > MAX_ROWS:
         lines.append(f"... and {len(order) - MAX_ROWS} more")
-    tally = ", ".join(
-        f"{n} {s}" for s, n in {**counts, "ended before resuming": earlier}.items() if n
-    )
+    tally = ", ".join(f"{n} {s}" for s, n in {**counts, "settled earlier": earlier}.items() if n)
     lines.append(
         f"{progress_bar(ended, max(total, len(rows)))}  {tally}  elapsed {_clock(elapsed)}"
     )
@@ -95,26 +91,17 @@ def render_table(rows: dict[str, TrialRow], total: int, elapsed: float, earlier:
 
 
 class LiveView(tune.Callback):
-    """Keeps a row per trial from Tune's callbacks and shows it. ``completed`` holds the trials
-    that ended on their own or were stopped by the scheduler; it is persisted in
-    ``state_file`` so that a resumed sweep still counts the trials an earlier run saw end
-    (Tune reports an interrupted trial as TERMINATED too, so its status cannot tell)."""
+    """Keeps a row per trial from Tune's callbacks and shows it. ``earlier`` counts the planned
+    trials an earlier invocation settled (they are not run again)."""
 
     def __init__(
-        self,
-        ctx: SweepContext,
-        total: int,
-        state_file: Path | None = None,
-        out: TextIO | None = None,
+        self, ctx: SweepContext, total: int, earlier: int = 0, out: TextIO | None = None
     ) -> None:
-        self.ctx, self.total, self.state_file = ctx, total, state_file
+        self.ctx, self.total, self.earlier = ctx, total, earlier
         self.out = out or sys.stdout
         self.tty = self.out.isatty()
         self.start = time.monotonic()
         self.rows: dict[str, TrialRow] = {}
-        self.completed: set[str] = set()
-        if state_file is not None and state_file.exists():
-            self.completed = set(json.loads(state_file.read_text()))
         self._drawn_lines = 0
         self._last_draw = self._last_table = 0.0
 
@@ -130,23 +117,13 @@ class LiveView(tune.Callback):
     def _end(self, trial: Any, state: str) -> None:
         row = self._row(trial)
         row.state, row.ended = state, time.monotonic()
-        if state != "failed":
-            self.completed.add(trial.trial_id)
-            self._save()
-        self._log(f"{state} {row.label}  best {_loss(row.best)}")
+        reason = (trial.last_result or {}).get(Report.REASON)
+        why = f"  ({reason})" if reason else ""
+        self._log(f"{state} {row.label}  best {_loss(row.best)}{why}")
         self.draw(force=True)
 
-    def _save(self) -> None:
-        if self.state_file is None:
-            return
-        self.state_file.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.state_file.with_suffix(".tmp")
-        tmp.write_text(json.dumps(sorted(self.completed)))
-        tmp.replace(self.state_file)  # atomic: a kill mid-write keeps the previous list
-
     def render(self, now: float) -> str:
-        earlier = len(self.completed - set(self.rows))
-        return render_table(self.rows, self.total, now - self.start, earlier)
+        return render_table(self.rows, self.total, now - self.start, self.earlier)
 
     def draw(self, force: bool = False) -> None:
         now = time.monotonic()
@@ -170,27 +147,25 @@ class LiveView(tune.Callback):
         self, iteration: int, trials: list, trial: Any, result: dict, **info: Any
     ) -> None:
         row = self._row(trial)
-        if result.get("nas_infeasible"):
-            row.state = "infeasible"
+        if Report.STATUS in result:  # the trial's last report: its outcome
+            row.state = str(result[Report.STATUS])
+            row.step = int(result.get(Report.END_STEP, row.step))
             return
-        loss = result.get("val_loss")
-        if loss is None or result.get("nas_complete"):
+        loss = result.get(Report.VAL_LOSS)
+        if loss is None:
             return
-        row.state, row.step, row.loss = "running", int(result.get("step", 0)), float(loss)
+        row.state, row.step, row.loss = "running", int(result.get(Report.STEP, 0)), float(loss)
         row.best = min(row.best, row.loss)
         self._log(f"{row.label}  step {row.step}  val_loss {_loss(loss)}  best {_loss(row.best)}")
         self.draw()
 
     def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         row = self._row(trial)
-        if row.state == "infeasible":
-            self._end(trial, "infeasible")
-        else:
-            complete = (trial.last_result or {}).get("nas_complete")
-            self._end(trial, "done" if complete else "stopped")
+        said = row.state in ENDED  # the trial reported its own outcome
+        self._end(trial, row.state if said else ended_by_driver(self.ctx.deadline).value)
 
     def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
-        self._end(trial, "failed")
+        self._end(trial, Status.FAILED.value)
 
     def on_step_end(self, iteration: int, trials: list, **info: Any) -> None:
         self.draw()

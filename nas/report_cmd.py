@@ -7,6 +7,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from reports.plans import PLAN_CHOICES
+
 FORMATS = ("html", "md")
 
 
@@ -22,6 +24,13 @@ def add_report_parser(sub: Any) -> None:
     p.add_argument("--out", type=Path, help="output folder (default nas-reports/SWEEP)")
     p.add_argument("--baseline", help="arm every other arm is compared with")
     p.add_argument("--format", default="html,md", help="comma-separated: html, md (default both)")
+    p.add_argument(
+        "--plan",
+        choices=PLAN_CHOICES,
+        default="all",
+        help="whose trials: every invocation's plan (all, the default), or only the latest "
+        "invocation's plan (latest; refused for a sweep that recorded no plans)",
+    )
     p.add_argument(
         "--tracking-uri", help="MLflow store (default: MLFLOW_TRACKING_URI or ./mlflow.db)"
     )
@@ -49,7 +58,9 @@ def run_report(args: argparse.Namespace) -> int:
         for name, trials in sweeps:
             print(f"{name:<32} {trials} trial runs")
         return 0
-    data = load_sweep(uri, args.sweep)
+    from reports.plans import select_plan
+
+    data = select_plan(load_sweep(uri, args.sweep), args.plan)
     from reports.build import build_report
     from reports.write import write_report
 

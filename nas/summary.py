@@ -1,117 +1,123 @@
-"""What a sweep prints at the end: the trials ranked (or the Pareto front of a multi-objective
-search), the failed, infeasible and skipped ones with reasons, where the results are and what to
-run next; and the sweep-level metrics for the parent run."""
+"""What a sweep prints at the end, read from the record (not from Tune, which only knows this
+invocation's trials): the trials ranked (or the Pareto front of a multi-objective search), every
+trial that did not finish with its status and reason, where the results are and what to run next;
+and the sweep-level metrics for the parent run."""
 
 from __future__ import annotations
 
 import math
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from nas.live import label
-from nas.trial import SweepContext
-from reports.load import first_line
+from nas.tracking import RecordedTrial
+from reports.schema import FINAL_OF, Metric, Status
 from search_spaces.pareto import pareto_front
+
+NOT_STARTED = "not started"  # planned, with no run in the record yet
+# Outcomes that leave the sweep to be continued by running the same command again.
+UNSETTLED = (Status.KILLED.value, NOT_STARTED, "running")
 
 
 @dataclass(frozen=True)
-class Finished:
+class Outcome:
     label: str
-    metrics: dict[str, Any]
-    config: dict[str, Any]
+    status: str  # a Status value, "running" (a run a crash left open) or NOT_STARTED
+    reason: str
+    metrics: Mapping[str, float]
+    trial: RecordedTrial | None
 
     @property
     def loss(self) -> float:
-        return float(self.metrics["val_loss"])
+        return float(self.metrics.get(Metric.FINAL_VAL_LOSS, math.nan))
+
+
+def outcomes(planned: Mapping[str, str], recorded: Mapping[str, RecordedTrial]) -> list[Outcome]:
+    """One outcome per planned trial (key -> label), plus every recorded trial the plan does
+    not name (a search's earlier proposals, cells an earlier plan had)."""
+    out = []
+    for key, label in planned.items():
+        r = recorded.get(key)
+        status = NOT_STARTED if r is None else (r.status.value if r.status else "running")
+        out.append(Outcome(label, status, r.reason if r else "", r.metrics if r else {}, r))
+    for key, r in recorded.items():
+        if key not in planned:
+            status = r.status.value if r.status else "running"
+            out.append(Outcome(f"{r.arm} seed {r.seed}", status, r.reason, r.metrics, r))
+    return out
 
 
 def summarize(
-    results: Any, ctx: SweepContext, plan: Any, uri: str, completed: set[str]
+    name: str, results: Sequence[Outcome], objectives: Sequence[Any], skipped: Sequence[Any]
 ) -> dict[str, float]:
-    """Print the summary and return the sweep-level metrics.
-
-    A trial counts as finished when its trainable reported completion (``nas_complete``), or
-    when a sweep process saw it end (a scheduler's early stop); otherwise it was interrupted."""
-    finished: list[Finished] = []
-    failed: list[tuple[str, str]] = []
-    infeasible: list[tuple[str, str]] = []
-    unfinished: list[str] = []
-    for r in results:
-        name, metrics = label(r.config, ctx), r.metrics or {}
-        if r.error:
-            failed.append((name, first_line(r.error)))
-        elif metrics.get("nas_infeasible"):
-            infeasible.append((name, str(metrics.get("nas_reason", ""))))
-        elif not metrics.get("nas_complete") and metrics.get("trial_id") not in completed:
-            unfinished.append(name)
-        elif metrics.get("val_loss") is not None:
-            finished.append(Finished(name, dict(metrics), dict(r.config)))
-    finished.sort(key=lambda f: f.loss)
-    print(
-        f"\nsweep {plan.name}: {len(finished)} finished, {len(failed)} failed, "
-        f"{len(infeasible)} infeasible, {len(unfinished)} unfinished, "
-        f"{len(plan.skipped)} skipped"
+    """Print the summary and return the sweep-level metrics (``sweep/<status>`` counts)."""
+    counts = Counter(o.status for o in results)
+    finished = sorted(
+        (o for o in results if o.status == Status.FINISHED and math.isfinite(o.loss)),
+        key=lambda o: o.loss,
     )
-    objectives = plan.space.objectives
+    tally = ", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "no trials"
+    print(f"\nsweep {name}: {tally}, {len(skipped)} skipped")
     if len(objectives) > 1:
         _print_front(finished, objectives)
     else:
-        for f in finished[:10]:
-            print(f"  val_loss {f.loss:.4f}  {f.label}  ({int(f.metrics.get('step', 0))} steps)")
-    for name, reason in failed:
-        print(f"  failed {name}: {reason}")
-    for name, reason in infeasible:
-        print(f"  infeasible {name}: {reason}")
-    for s in plan.skipped:
+        for o in finished[:10]:
+            steps = int(o.metrics.get(Metric.FINAL_STEPS, 0))
+            print(f"  val_loss {o.loss:.4f}  {o.label}  ({steps} steps)")
+    for o in results:
+        if o.status not in (Status.FINISHED, *UNSETTLED):
+            print(f"  {o.status} {o.label}" + (f": {o.reason}" if o.reason else ""))
+    for s in skipped:
         print(f"  skipped {s.arm}: {s.reason}")
-    if unfinished:
-        print(f"  interrupted ({', '.join(unfinished)}): run the same command again to resume")
-    _print_next(plan, uri)
-    summary = {
-        "sweep/finished": float(len(finished)),
-        "sweep/failed": float(len(failed)),
-        "sweep/infeasible": float(len(infeasible)),
-        "sweep/unfinished": float(len(unfinished)),
-        "sweep/skipped": float(len(plan.skipped)),
-    }
+    unsettled = [o.label for o in results if o.status in UNSETTLED]
+    if unsettled:
+        shown = ", ".join(unsettled[:8]) + (" ..." if len(unsettled) > 8 else "")
+        print(f"  not finished ({shown}): run the same command again to continue")
+    summary = {f"{Metric.SWEEP_PREFIX}{s.replace(' ', '_')}": float(n) for s, n in counts.items()}
+    summary[f"{Metric.SWEEP_PREFIX}unsettled"] = float(len(unsettled))
+    summary[f"{Metric.SWEEP_PREFIX}skipped"] = float(len(skipped))
     if finished:
-        summary["sweep/best_val_loss"] = finished[0].loss
-        _print_best(finished[0].config, ctx, plan)
+        summary[Metric.SWEEP_BEST_VAL_LOSS] = finished[0].loss
     return summary
 
 
-def _print_front(finished: list[Finished], objectives: Any) -> None:
-    keys = [o.key for o in objectives]
-    points = [[float(f.metrics.get(k, math.nan)) for k in keys] for f in finished]
+def _print_front(finished: list[Outcome], objectives: Sequence[Any]) -> None:
+    metrics = [FINAL_OF[o.metric] for o in objectives]
+    points = [[float(f.metrics.get(m, math.nan)) for m in metrics] for f in finished]
     front = pareto_front(points, [o.mode for o in objectives])
     print(f"  Pareto front ({', '.join(o.metric + ' ' + o.mode for o in objectives)}):")
     for i in front:
-        values = "  ".join(f"{k} {v:.4g}" for k, v in zip(keys, points[i], strict=True))
+        values = "  ".join(
+            f"{o.metric} {v:.4g}" for o, v in zip(objectives, points[i], strict=True)
+        )
         print(f"    {values}  {finished[i].label}")
 
 
-def _print_next(plan: Any, uri: str) -> None:
-    print(f"runs recorded in MLflow at {uri} (experiment {plan.name})")
-    print(f"Tune state and checkpoints in {plan.storage / plan.name}")
-    from nas.tracking import resolve_tracking_uri
-
-    store = "" if uri == resolve_tracking_uri(None) else f" --tracking-uri {uri}"
-    print(f"next: `nas report {plan.name}{store}` for the report, `nas ui{store}` to browse")
+def best(results: Sequence[Outcome]) -> Outcome | None:
+    finished = [o for o in results if o.status == Status.FINISHED and math.isfinite(o.loss)]
+    return min(finished, key=lambda o: o.loss, default=None)
 
 
-def _print_best(config: dict, ctx: SweepContext, plan: Any) -> None:
-    """The best trial's full configuration as YAML, printed and saved beside the Tune state:
-    ``nas train --config`` takes it as it is."""
+def print_next(name: str, uri: str, default_uri: str, state: Any) -> None:
+    print(f"runs recorded in MLflow at {uri} (experiment {name})")
+    print(f"Tune state and checkpoints in {state}")
+    store = "" if uri == default_uri else f" --tracking-uri {uri}"
+    print(f"next: `nas report {name}{store}` for the report, `nas ui{store}` to browse")
+
+
+def write_best(o: Outcome, path: Any) -> None:
+    """The best trial's full configuration, as recorded, as YAML: printed and saved beside the
+    Tune state; ``nas train --config`` takes it as it is."""
     import yaml
 
-    from search_spaces.space import apply_point
     from trainers.config import to_dict
-    from trainers.config_io import from_dict
+    from trainers.config_io import field_help, from_dict, parse_overrides
 
-    cell = config.get("cell")
-    point = ctx.cells[int(cell)] if cell is not None else {**config, "train.seed": ctx.seed}
-    text = yaml.safe_dump(to_dict(apply_point(from_dict(ctx.base), point)), sort_keys=False)
-    path = plan.storage / plan.name / "best-config.yaml"
+    assert o.trial is not None
+    keys = field_help()
+    pairs = [f"{k}={v}" for k, v in o.trial.params.items() if k in keys]
+    text = yaml.safe_dump(to_dict(from_dict(parse_overrides(pairs))), sort_keys=False)
     path.write_text(text)
     print(f"best configuration by val_loss (also in {path}; `nas train --config` takes it):")
     print("".join(f"  {line}\n" for line in text.splitlines()), end="")

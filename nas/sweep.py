@@ -1,9 +1,15 @@
 """``nas sweep``: every trial of a space trained on Ray Tune (grid or Optuna search, ASHA where
 it fits), recorded in MLflow as one parent run with a nested child run per trial.
 
-The steps, in order: load the space and build the base configuration; expand the grid (skipping
-invalid cells with their reasons) or set up the search; open the MLflow record in the driver;
-start or join Ray; fit or restore the Tuner; close the record and print the summary.
+The steps, in order: load the space and build the base configuration; expand the grid into
+trial specs (skipping invalid cells with their reasons) or set up the search; compare the plan
+with what the record already holds (extend it, or refuse a change before anything runs); open
+the MLflow record in the driver; start or join Ray; run this invocation's Tune experiment over
+the trials still to run; close the record and print the summary, read from the record.
+
+Each invocation runs a Tune experiment of its own (``<storage>/<sweep>/tune-NNNN``); the record
+in MLflow, not Tune's state, says which trials are settled, and a trial interrupted in one
+invocation resumes in the next from the newest checkpoint of its key.
 """
 
 from __future__ import annotations
@@ -12,8 +18,10 @@ import json
 import logging
 import math
 import os
+import signal
 import sys
 import tempfile
+import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -21,18 +29,33 @@ from typing import Any
 import yaml
 
 from nas import package_version
+from nas.checkpoints import latest_checkpoints, next_experiment, prune
+from nas.plan_check import conflicts, refusal
+from nas.spec import TrialSpec, grid_specs
 from nas.tracking import (
+    RecordedTrial,
+    StoredSweep,
     SweepRecord,
     close_sweep,
+    find_sweep,
+    log_plan,
     log_sweep_text,
     open_sweep,
+    recorded_trials,
     resolve_tracking_uri,
+    supersede,
 )
 from nas.trial import SweepContext, run_trial
+from reports.schema import GRID_PARAM, SETTLED, SKIPPED_FILE, SPACE_FILE, Tag
 from search_spaces import Space, get_space, grid_cells
-from search_spaces.space import Cell, Skipped, nest
-from trainers.config import RunConfig, to_dict
+from search_spaces.space import Skipped, nest
+from trainers.config import RunConfig, flatten
 from trainers.config_io import from_dict, parse_overrides
+
+# Exit statuses besides 0 (done), 1 (a trial failed) and 2 (bad input).
+EXIT_INTERRUPTED = 130  # Ctrl-C: the same command resumes
+EXIT_TERMINATED = 143  # SIGTERM (a cluster scheduler's preemption): the same command resumes
+EXIT_TIME_BUDGET = 75  # EX_TEMPFAIL: --time-budget ran out, the same command continues
 
 
 @dataclass(frozen=True)
@@ -51,6 +74,9 @@ class SweepOptions:
     address: str | None = None
     storage_path: str | None = None
     resume: bool = False
+    restart: bool = False  # archive the stored state and start the sweep again
+    trial_timeout_min: float | None = None  # end a trial that runs longer (timed_out)
+    time_budget_h: float | None = None  # launch no trial after this much wall time
     verbose: bool = False
 
 
@@ -61,9 +87,14 @@ class Plan:
     space: Space
     name: str
     base: RunConfig
-    cells: list[Cell]  # grid only: every valid cell, expanded once
+    specs: list[TrialSpec]  # grid only: every valid cell, expanded once
     skipped: list[Skipped]
     storage: Path
+
+    @property
+    def folder(self) -> Path:
+        """The sweep's Tune experiments and checkpoints; its path is the record's sweep key."""
+        return self.storage / self.name
 
 
 def plan(opts: SweepOptions) -> Plan:
@@ -77,22 +108,28 @@ def plan(opts: SweepOptions) -> Plan:
     if opts.max_steps:
         extra.setdefault("train", {})["max_steps"] = opts.max_steps
     base = from_dict(extra, base)
-    cells: list[Cell] = []
-    skipped: list[Skipped] = []
-    if space.kind == "grid":
-        cells, skipped = grid_cells(space, base)
-        if not cells:
-            reasons = "; ".join(sorted({s.reason for s in skipped}))
-            raise ValueError(f"space {space.name!r} has no valid configuration ({reasons})")
+    cells, skipped = grid_cells(space, base) if space.kind == "grid" else ([], [])
+    if space.kind == "grid" and not cells:
+        reasons = "; ".join(sorted({s.reason for s in skipped}))
+        raise ValueError(f"space {space.name!r} has no valid configuration ({reasons})")
     storage = Path(opts.storage_path or Path.cwd() / "ray_results").resolve()
     _check_writable(storage)
-    if opts.resume and not (storage / (opts.name or space.name)).is_dir():
+    name = opts.name or space.name
+    if opts.resume and opts.restart:
+        raise ValueError("--resume and --restart contradict each other; give one")
+    if opts.resume and not (storage / name).is_dir():
         raise ValueError(
-            f"--resume: no stored sweep at {storage / (opts.name or space.name)}; "
+            f"--resume: no stored sweep at {storage / name}; "
             "check --name and --storage-path, or drop --resume to start it"
         )
+    for flag, value in (
+        ("--trial-timeout", opts.trial_timeout_min),
+        ("--time-budget", opts.time_budget_h),
+    ):
+        if value is not None and not (value > 0 and math.isfinite(value)):
+            raise ValueError(f"{flag} {value}: must be a positive number")
     _check_address(opts.address or os.environ.get("RAY_ADDRESS"))
-    return Plan(space, opts.name or space.name, base, cells, skipped, storage)
+    return Plan(space, name, base, grid_specs(cells), skipped, storage)
 
 
 def _check_address(address: str | None) -> None:
@@ -145,24 +182,42 @@ def _check_writable(folder: Path) -> None:
         raise ValueError(f"--storage-path {folder}: not a writable folder") from None
 
 
+def _stored(uri: str, p: Plan) -> StoredSweep | None:
+    """What the store already holds of this sweep (read only); a store that cannot be read is
+    bad input, not a crash."""
+    try:
+        return find_sweep(uri, p.name, str(p.folder))
+    except Exception as err:  # MLflow raises its own exception types, sqlalchemy's, OSError
+        raise ValueError(_store_error(uri, err)) from None
+
+
+def _store_error(uri: str, err: BaseException) -> str:
+    from reports.load import first_line
+
+    return f"--tracking-uri {uri}: cannot open the MLflow store ({first_line(err)})"
+
+
 def _open_record(uri: str, p: Plan) -> SweepRecord:
-    """Open the MLflow record; a store that cannot be opened is bad input, not a crash."""
+    """Open the MLflow record: the sweep's parent run, created with the base configuration as
+    its params, or found again."""
     try:
         return open_sweep(
             uri,
             p.name,
-            key=str(p.storage / p.name),
+            key=str(p.folder),
             tags={
-                "nas.command": " ".join(sys.argv),
-                "nas.space": p.space.name,
-                "nas.versions": json.dumps(_versions()),
+                Tag.COMMAND: _command(),
+                Tag.SPACE: p.space.name,
+                Tag.VERSIONS: json.dumps(_versions()),
             },
+            base=flatten(p.base),
         )
-    except Exception as err:  # MLflow raises its own exception types, sqlalchemy's, OSError
-        from reports.load import first_line
+    except Exception as err:
+        raise ValueError(_store_error(uri, err)) from None
 
-        message = f"--tracking-uri {uri}: cannot open the MLflow store ({first_line(err)})"
-        raise ValueError(message) from None
+
+def _command() -> str:
+    return " ".join(sys.argv)
 
 
 def _versions() -> dict[str, str]:
@@ -180,45 +235,31 @@ def _versions() -> dict[str, str]:
     return found
 
 
-def _context(p: Plan, record: SweepRecord) -> SweepContext:
+def _context(
+    opts: SweepOptions, p: Plan, record: SweepRecord, recorded: dict[str, RecordedTrial]
+) -> SweepContext:
+    from nas.searcher import settled_reports
+
     tags = {
-        "nas.space": p.space.name,
-        "nas.version": package_version(),
-        "nas.git_commit": _git_commit(),
+        Tag.SPACE: p.space.name,
+        Tag.VERSION: package_version(),
+        Tag.GIT_COMMIT: _git_commit(),
     }
-    if p.space.kind != "grid":
-        worst = {o.key: math.inf if o.mode == "min" else -math.inf for o in p.space.objectives}
-        return SweepContext(record, to_dict(p.base), seed=p.space.seeds[0], tags=tags, worst=worst)
-    points = [{**c.point, "train.seed": c.seed} for c in p.cells]
-    return SweepContext(record, to_dict(p.base), points, [c.arm for c in p.cells], tags=tags)
-
-
-def _searcher(space: Space) -> Any:
-    import optuna
-    from ray.tune.search.optuna import OptunaSearch
-
-    from search_spaces.distributions import Choice, Fixed, FloatRange, IntRange
-
-    dists: dict[str, Any] = {}
-    for key, d in space.params.items():
-        if isinstance(d, Choice):
-            dists[key] = optuna.distributions.CategoricalDistribution(list(d.values))
-        elif isinstance(d, Fixed):
-            dists[key] = optuna.distributions.CategoricalDistribution([d.value])
-        elif isinstance(d, IntRange):
-            dists[key] = optuna.distributions.IntDistribution(d.low, d.high, log=d.log)
-        elif isinstance(d, FloatRange):
-            dists[key] = optuna.distributions.FloatDistribution(d.low, d.high, log=d.log)
-    sampler = (
-        optuna.samplers.TPESampler(seed=0)
-        if space.sampler == "tpe"
-        else optuna.samplers.RandomSampler(seed=0)
+    worst = {o.key: math.inf if o.mode == "min" else -math.inf for o in p.space.objectives}
+    checkpoints = latest_checkpoints(p.folder)
+    return SweepContext(
+        record=record,
+        base=p.base,
+        space=p.space,
+        specs={s.key: s for s in p.specs},
+        seed=p.space.seeds[0],
+        tags=tags,
+        worst=worst if p.space.kind == "search" else {},
+        resume_from={k: tuple(str(c) for c in v) for k, v in checkpoints.items()},
+        settled=settled_reports(recorded, p.space, worst) if p.space.kind == "search" else {},
+        trial_timeout_s=None if opts.trial_timeout_min is None else opts.trial_timeout_min * 60,
+        deadline=None if opts.time_budget_h is None else time.time() + opts.time_budget_h * 3600,
     )
-    keys = [o.key for o in space.objectives]
-    modes: list[str] = [o.mode for o in space.objectives]
-    if len(keys) == 1:
-        return OptunaSearch(space=dists, metric=keys[0], mode=modes[0], sampler=sampler)
-    return OptunaSearch(space=dists, metric=keys, mode=modes, sampler=sampler)
 
 
 def _scheduler(opts: SweepOptions, p: Plan) -> Any:
@@ -243,38 +284,38 @@ def _scheduler(opts: SweepOptions, p: Plan) -> Any:
     )
 
 
-def _tuner(opts: SweepOptions, p: Plan, ctx: SweepContext, printer: Any) -> Any:
+def _tuner(
+    opts: SweepOptions,
+    p: Plan,
+    ctx: SweepContext,
+    todo: list[TrialSpec] | int,
+    callbacks: list[Any],
+    recorded: dict[str, RecordedTrial],
+) -> Any:
+    """This invocation's Tune experiment: the grid's trials still to run (``todo`` specs,
+    passed by key), or ``todo`` more proposals of a search warm-started from the record."""
     from ray import tune
+
+    from nas.outcomes import TimeBudget
+    from nas.searcher import searcher
 
     trainable = tune.with_resources(
         tune.with_parameters(run_trial, ctx=ctx),
         {"cpu": _cpus_per_trial(opts), "gpu": _gpus_per_trial(opts)},
     )
     run_config = tune.RunConfig(
-        name=p.name,
-        storage_path=str(p.storage),
-        # Every checkpoint is kept while the sweep runs: a driver killed between a trial's new
-        # checkpoint and Tune's next snapshot of its state resumes from the checkpoint that
-        # snapshot names, which num_to_keep=1 would already have deleted (the SIGKILL test
-        # caught it). A finished sweep prunes them (_prune_checkpoints).
+        name=next_experiment(p.folder),
+        storage_path=str(p.folder),
+        # Every checkpoint is kept while the sweep runs: an interrupted trial resumes from the
+        # newest one of its key, in whichever invocation wrote it. A settled sweep prunes them.
         checkpoint_config=tune.CheckpointConfig(num_to_keep=None),
         failure_config=tune.FailureConfig(max_failures=2),
+        stop=TimeBudget(ctx.deadline),
         verbose=1 if opts.verbose else 0,
-        callbacks=[printer],
+        callbacks=callbacks,
     )
-    path = p.storage / p.name
-    if tune.Tuner.can_restore(str(path)):
-        print(f"resuming the sweep stored in {path}")
-        tuner = tune.Tuner.restore(str(path), trainable=trainable, resume_errored=True)
-        # Tune restores the run config pickled by the first invocation, callbacks included;
-        # this invocation's live view (and verbosity) must replace them. No public API for it.
-        local = tuner._local_tuner
-        assert local is not None  # a Tuner made in this process (not through Ray Client)
-        restored = local.get_run_config()
-        restored.callbacks, restored.verbose = run_config.callbacks, run_config.verbose
-        return tuner
-    if p.space.kind == "grid":
-        param_space = {"cell": tune.grid_search(list(range(len(ctx.cells))))}
+    if isinstance(todo, list):
+        param_space = {GRID_PARAM: tune.grid_search([s.key for s in todo])}
         tune_config = tune.TuneConfig(
             scheduler=_scheduler(opts, p),  # carries its own metric: Tune refuses it twice
             max_concurrent_trials=opts.concurrency,
@@ -283,9 +324,10 @@ def _tuner(opts: SweepOptions, p: Plan, ctx: SweepContext, printer: Any) -> Any:
     else:
         param_space = {}
         tune_config = tune.TuneConfig(
-            search_alg=_searcher(p.space),  # the searcher and ASHA carry their own metrics
+            # the searcher and ASHA carry their own metrics
+            search_alg=searcher(p.space, recorded, dict(ctx.worst)),
             scheduler=_scheduler(opts, p),
-            num_samples=p.space.trials,
+            num_samples=todo,
             max_concurrent_trials=opts.concurrency,
             reuse_actors=True,
         )
@@ -317,16 +359,6 @@ def _gpus_per_trial(opts: SweepOptions) -> float:
     return 1.0 if ray.cluster_resources().get("GPU", 0) > 0 else 0.0
 
 
-def _prune_checkpoints(folder: Path) -> None:
-    """Keep each trial's last checkpoint only, once no trial can be resumed any more."""
-    import shutil
-
-    for trial in folder.iterdir():
-        checkpoints = sorted(trial.glob("checkpoint_*")) if trial.is_dir() else []
-        for old in checkpoints[:-1]:
-            shutil.rmtree(old, ignore_errors=True)
-
-
 def _quiet_ray(verbose: bool) -> None:
     """Our own progress lines replace Ray's console output unless --verbose."""
     if verbose:
@@ -353,33 +385,126 @@ def _start_ray(opts: SweepOptions) -> None:
     )
 
 
-def run_sweep(opts: SweepOptions) -> int:
-    p = plan(opts)  # every bad input surfaces here, before anything is recorded
-    uri = resolve_tracking_uri(opts.tracking_uri)
+class Terminated(Exception):
+    """SIGTERM arrived (what Slurm and Kubernetes send before killing a job)."""
+
+
+def _on_sigterm() -> dict[str, bool]:
+    """SIGTERM behaves like Ctrl-C: Tune saves its state and stops the trials, the record marks
+    them killed, and the exit status says so (143). Tune listens for SIGINT only, so the
+    handler raises that in this process; the flag remembers which signal it was."""
+    seen = {"sigterm": False}
+
+    def handler(signum: int, frame: Any) -> None:
+        seen["sigterm"] = True
+        signal.raise_signal(signal.SIGINT)
+
+    signal.signal(signal.SIGTERM, handler)
+    return seen
+
+
+def _begin(uri: str, p: Plan, opts: SweepOptions) -> tuple[SweepRecord, dict[str, RecordedTrial]]:
+    """Refuse a changed plan, else archive (--restart) or continue the stored sweep, open the
+    record and log this invocation's plan. Nothing is written before the refusal."""
+    stored = _stored(uri, p)
+    if stored is not None and not opts.restart:
+        reason = conflicts(stored, flatten(p.base), p.specs)
+        if reason:
+            raise ValueError(refusal(p.name, reason))
+    if stored is not None and opts.restart:
+        _archive(p.folder)
+        supersede(stored)
+        print(f"--restart: the earlier run of sweep {p.name!r} is archived (tag {Tag.SUPERSEDED})")
     record = _open_record(uri, p)
     from search_spaces.loader import space_to_data
 
-    log_sweep_text(record, yaml.safe_dump(space_to_data(p.space), sort_keys=False), "space.yaml")
+    space = space_to_data(p.space)
+    log_sweep_text(record, yaml.safe_dump(space, sort_keys=False), SPACE_FILE)
     skipped = [{"arm": s.arm, "reason": s.reason} for s in p.skipped]
-    log_sweep_text(record, yaml.safe_dump(skipped, sort_keys=False), "skipped.yaml")
+    log_sweep_text(record, yaml.safe_dump(skipped, sort_keys=False), SKIPPED_FILE)
+    plan_data = {"command": _command(), "space": space, "keys": [s.key for s in p.specs]}
+    log_plan(record, plan_data)
     for s in p.skipped:
         print(f"skipped {s.arm}: {s.reason}")
-    ctx = _context(p, record)
-    _start_ray(opts)
-    from nas.live import LiveView
-    from nas.summary import summarize
+    return record, recorded_trials(record) if stored is not None and not opts.restart else {}
 
+
+def _archive(folder: Path) -> None:
+    """Move the stored Tune state aside (``<name>.archived-<UTC time>``), keeping it."""
+    if folder.exists():
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        target = folder.with_name(f"{folder.name}.archived-{stamp}")
+        folder.rename(target)
+        print(f"--restart: the stored Tune state is now in {target}")
+
+
+def _todo(p: Plan, recorded: dict[str, RecordedTrial]) -> tuple[list[TrialSpec] | int, int]:
+    """(what this invocation runs, how many planned trials an earlier invocation settled)."""
+    from nas.searcher import remaining
+
+    if p.space.kind == "grid":
+        settled = {k for k, t in recorded.items() if t.status in SETTLED}
+        todo = [s for s in p.specs if s.key not in settled]
+        return todo, len(p.specs) - len(todo)
+    left = remaining(p.space, recorded)
+    return left, p.space.trials - left
+
+
+def _fit(
+    opts: SweepOptions, p: Plan, ctx: SweepContext, recorded: dict[str, RecordedTrial]
+) -> None:
+    from nas.live import LiveView
+    from nas.outcomes import Outcomes
+
+    todo, earlier = _todo(p, recorded)
+    total = len(p.specs) if p.space.kind == "grid" else p.space.trials
+    if not todo:
+        print(
+            f"sweep {p.name}: all {total} planned trials are settled in the record; nothing to run"
+        )
+        return
+    _start_ray(opts)
+    view = LiveView(ctx, total, earlier)
+    _tuner(opts, p, ctx, todo, [view, Outcomes(ctx)], recorded).fit()
+
+
+def _finish(p: Plan, uri: str, record: SweepRecord) -> tuple[dict[str, float], str]:
+    """Close the record (trials left RUNNING are killed) and summarize it."""
+    from nas.summary import best, outcomes, print_next, summarize, write_best
+
+    close_sweep(record, {}, None)
+    results = outcomes({s.key: s.label for s in p.specs}, recorded_trials(record))
+    summary = summarize(p.name, results, p.space.objectives, p.skipped)
+    print_next(p.name, uri, resolve_tracking_uri(None), p.folder)
+    top = best(results)
+    if top is not None:
+        p.folder.mkdir(parents=True, exist_ok=True)
+        write_best(top, p.folder / "best-config.yaml")
+    if not summary["sweep/unsettled"]:
+        prune(p.folder, {Path(c[0]) for c in latest_checkpoints(p.folder).values()})
+    return summary, "KILLED" if summary["sweep/unsettled"] else "FINISHED"
+
+
+def run_sweep(opts: SweepOptions) -> int:
+    p = plan(opts)  # every bad input surfaces here or in _begin, before anything is recorded
+    uri = resolve_tracking_uri(opts.tracking_uri)
+    record, recorded = _begin(uri, p, opts)
+    ctx = _context(opts, p, record, recorded)
+    seen = _on_sigterm()
+    summary: dict[str, float] = {}
     status = "FAILED"
     try:
-        total = len(p.cells) if p.space.kind == "grid" else p.space.trials
-        view = LiveView(ctx, total, state_file=p.storage / p.name / "nas-completed.json")
-        results = _tuner(opts, p, ctx, view).fit()
-        summary = summarize(results, ctx, p, uri, view.completed)
-        if not summary["sweep/unfinished"]:
-            _prune_checkpoints(p.storage / p.name)
-        status = "KILLED" if summary["sweep/unfinished"] else "FINISHED"
+        _fit(opts, p, ctx, recorded)
+        summary, status = _finish(p, uri, record)
+    except KeyboardInterrupt:  # before or after Tune's own handler
+        status = "KILLED"
+        print("interrupted: run the same command again to resume", file=sys.stderr)
     finally:
-        close_sweep(record, {} if status == "FAILED" else summary, status)
-    if summary["sweep/unfinished"]:
-        return 130  # interrupted: the same command resumes it
-    return 1 if summary["sweep/failed"] else 0
+        close_sweep(record, summary, status)
+    if seen["sigterm"]:
+        return EXIT_TERMINATED
+    if status == "KILLED":
+        from nas.outcomes import past
+
+        return EXIT_TIME_BUDGET if past(ctx.deadline) else EXIT_INTERRUPTED
+    return 1 if summary.get("sweep/failed") else 0

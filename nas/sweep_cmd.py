@@ -11,7 +11,11 @@ def add_sweep_parser(sub: Any) -> None:
         "sweep",
         help="train every trial of a search space on Ray Tune, recorded in MLflow",
         description="Run a built-in space (see `nas spaces`) or a space YAML file. Re-running "
-        "the same command after an interruption resumes it.",
+        "the same command after an interruption resumes it; re-running it with more seeds, "
+        "arms, values or trials extends the sweep (only the new trials run); a change to what "
+        "recorded trials mean (--set, --max-steps, an edited arm) is refused. Exit status: 0 "
+        "done, 1 a trial failed, 2 bad input, 75 time budget spent, 130 interrupted, 143 "
+        "terminated (SIGTERM).",
     )
     p.add_argument("space", help="a built-in space name or a space YAML file")
     p.add_argument("--name", help="sweep name: MLflow experiment and Tune folder (default: space)")
@@ -53,7 +57,28 @@ def add_sweep_parser(sub: Any) -> None:
         "--resume",
         action="store_true",
         help="insist on continuing a stored sweep (an error if there is none; without it, a "
-        "stored sweep of the same name is resumed too)",
+        "stored sweep of the same name is continued too)",
+    )
+    p.add_argument(
+        "--restart",
+        action="store_true",
+        help="archive the stored Tune state beside itself and start the sweep again as a new "
+        "parent run in the same experiment (needed to change the base configuration of a "
+        "sweep that has trials; nothing recorded is deleted)",
+    )
+    p.add_argument(
+        "--trial-timeout",
+        type=float,
+        metavar="MINUTES",
+        help="end a trial that trains longer than this (status timed_out, its last "
+        "validation kept)",
+    )
+    p.add_argument(
+        "--time-budget",
+        type=float,
+        metavar="HOURS",
+        help="launch no trial after this much wall time; running trials stop at their next "
+        "checkpoint and the same command continues the sweep (exit status 75)",
     )
     p.add_argument("--verbose", action="store_true", help="show Ray's own output")
     p.set_defaults(run=run)
@@ -88,6 +113,9 @@ def run(args: argparse.Namespace) -> int:
         address=args.address,
         storage_path=args.storage_path,
         resume=args.resume,
+        restart=args.restart,
+        trial_timeout_min=args.trial_timeout,
+        time_budget_h=args.time_budget,
         verbose=args.verbose,
     )
     return run_sweep(opts)

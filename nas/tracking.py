@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import time
 from collections.abc import Mapping, Sequence
@@ -16,7 +17,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-PARENT_TAG = "mlflow.parentRunId"  # MLflow's own tag: the UI nests the child under it
+from reports.schema import (
+    PLANS_FOLDER,
+    ROLE_SWEEP,
+    ROLE_TRIAL,
+    RUN_STATUS,
+    Status,
+    Tag,
+)
 
 
 def resolve_tracking_uri(cli: str | None = None) -> str:
@@ -52,25 +60,98 @@ class SweepRecord:
     sweep: str
 
 
-def open_sweep(uri: str, sweep: str, key: str, tags: Mapping[str, str]) -> SweepRecord:
+@dataclass(frozen=True)
+class RecordedTrial:
+    """A child run as the driver needs it: to refuse a changed plan, to skip settled trials,
+    to summarize."""
+
+    run_id: str
+    key: str
+    arm: str
+    seed: int
+    status: Status | None  # None while it runs (or when a crash left it RUNNING)
+    run_status: str
+    reason: str
+    params: dict[str, str]
+    metrics: dict[str, float]
+
+
+@dataclass(frozen=True)
+class StoredSweep:
+    """What a store already holds of a sweep: its current parent run, the base configuration
+    it was started with (flattened, as strings) and its trials by key."""
+
+    record: SweepRecord
+    base: dict[str, str]
+    trials: dict[str, RecordedTrial]
+
+
+def _store_exists(uri: str) -> bool:
+    """Whether reading ``uri`` can find anything; a SQLite file that does not exist is not
+    created by looking (a refused command must leave nothing behind)."""
+    if uri.startswith("sqlite:///"):
+        path = Path(uri.removeprefix("sqlite:///"))
+        return (path if path.is_absolute() else Path.cwd() / path).is_file()
+    return True
+
+
+def _parents(client: Any, exp_id: str, key: str) -> list[Any]:
+    """The sweep's parent runs for this state location that --restart has not archived."""
+    runs = client.search_runs([exp_id], f"tags.`{Tag.SWEEP_KEY}` = '{key}'", max_results=100)
+    return [r for r in runs if r.data.tags.get(Tag.SUPERSEDED) != "true"]
+
+
+def find_sweep(uri: str, sweep: str, key: str) -> StoredSweep | None:
+    """The stored sweep, read only; None when the store, the experiment or the parent run is
+    not there yet."""
+    if not _store_exists(uri):
+        return None
+    client = _client(uri)
+    exp = client.get_experiment_by_name(sweep)
+    parents = _parents(client, exp.experiment_id, key) if exp else []
+    if not parents:
+        return None
+    parent = max(parents, key=lambda r: r.info.start_time)
+    record = SweepRecord(uri, exp.experiment_id, parent.info.run_id, sweep)
+    return StoredSweep(record, dict(parent.data.params), recorded_trials(record))
+
+
+def open_sweep(
+    uri: str, sweep: str, key: str, tags: Mapping[str, str], base: Mapping[str, Any]
+) -> SweepRecord:
     """Get or create the sweep's experiment and its parent run, in the driver before any trial
     starts (a fresh SQLite store migrated by two trials at once races). ``key`` identifies this
-    sweep's state on disk: a resumed sweep finds its parent run again by it."""
+    sweep's state on disk: a later invocation finds its parent run again by it. A new parent
+    records ``base`` as its params: MLflow keeps params immutable, as a sweep's base is."""
+    from mlflow.entities import Param
+
     client = _client(uri)
     exp = client.get_experiment_by_name(sweep)
     exp_id = exp.experiment_id if exp else client.create_experiment(sweep)
-    found = client.search_runs([exp_id], f"tags.`nas.sweep_key` = '{key}'", max_results=1)
-    if found:
-        run_id = found[0].info.run_id
+    parents = _parents(client, exp_id, key)
+    if parents:
+        run_id = max(parents, key=lambda r: r.info.start_time).info.run_id
         client.update_run(run_id, status="RUNNING")
-    else:
-        run = client.create_run(
-            exp_id,
-            tags={"nas.sweep": sweep, "nas.sweep_key": key, "nas.role": "sweep", **tags},
-            run_name=sweep,
-        )
-        run_id = run.info.run_id
+        for name, value in tags.items():
+            client.set_tag(run_id, name, value)
+        return SweepRecord(uri, exp_id, run_id, sweep)
+    all_tags = {Tag.SWEEP: sweep, Tag.SWEEP_KEY: key, Tag.ROLE: ROLE_SWEEP, **tags}
+    run_id = client.create_run(exp_id, tags=all_tags, run_name=sweep).info.run_id
+    client.log_batch(run_id, params=[Param(k, str(v)) for k, v in base.items()])
     return SweepRecord(uri, exp_id, run_id, sweep)
+
+
+def supersede(stored: StoredSweep) -> None:
+    """Archive a sweep's parent run for --restart: tagged superseded (its trials leave the
+    sweep's report) and ended; nothing is deleted."""
+    client = _client(stored.record.uri)
+    run_id = stored.record.parent_run_id
+    client.set_tag(run_id, Tag.SUPERSEDED, "true")
+    close_sweep(stored.record, {}, "KILLED" if _running(client, run_id) else None)
+
+
+def _running(client: Any, run_id: str) -> bool:
+    return bool(client.get_run(run_id).info.status == "RUNNING")
 
 
 def log_sweep_text(record: SweepRecord, text: str, name: str) -> None:
@@ -78,37 +159,108 @@ def log_sweep_text(record: SweepRecord, text: str, name: str) -> None:
     _client(record.uri).log_text(record.parent_run_id, text, name)
 
 
+def log_plan(record: SweepRecord, plan: Mapping[str, Any]) -> None:
+    """This invocation's plan (command, space, trial keys) as the next ``plans/NNNN.json``."""
+    client = _client(record.uri)
+    n = len(client.list_artifacts(record.parent_run_id, PLANS_FOLDER))
+    text = json.dumps(dict(plan), indent=1, sort_keys=True)
+    client.log_text(record.parent_run_id, text, f"{PLANS_FOLDER}/{n + 1:04d}.json")
+
+
 def log_report(uri: str, run_id: str, folder: Path, artifact_path: str = "report") -> None:
     """A written report (its folder: pages and figures) on the sweep's parent run."""
     _client(uri).log_artifacts(run_id, str(folder), artifact_path=artifact_path)
 
 
-def close_sweep(record: SweepRecord, summary: Mapping[str, float], status: str) -> None:
-    """End the parent run and any child left RUNNING (a trial killed mid-way)."""
+def close_sweep(record: SweepRecord, summary: Mapping[str, float], status: str | None) -> None:
+    """End any child left RUNNING (a trial interrupted mid-way: ``killed``, resumable) and
+    then the parent run (left as it is when ``status`` is None)."""
     client = _client(record.uri)
     for run in _children(client, record):
         if run.info.status == "RUNNING":
-            client.set_terminated(run.info.run_id, status="KILLED")
+            _set_outcome(client, run.info.run_id, Status.KILLED, "", None)
     _log_metrics(client, record.parent_run_id, summary, step=0)
-    client.set_terminated(record.parent_run_id, status=status)
+    if status is not None:
+        client.set_terminated(record.parent_run_id, status=status)
 
 
 def _children(client: Any, record: SweepRecord) -> list[Any]:
-    query = f"tags.`{PARENT_TAG}` = '{record.parent_run_id}'"
-    return list(client.search_runs([record.experiment_id], query, max_results=10_000))
+    query = f"tags.`{Tag.PARENT}` = '{record.parent_run_id}'"
+    return list(client.search_runs([record.experiment_id], query, max_results=50_000))
+
+
+def recorded_trials(record: SweepRecord) -> dict[str, RecordedTrial]:
+    """The sweep's child runs by trial key (one each: keys are found again, never duplicated)."""
+    out: dict[str, RecordedTrial] = {}
+    for run in _children(_client(record.uri), record):
+        tags = run.data.tags
+        status = tags.get(Tag.STATUS)
+        out[tags[Tag.TRIAL_KEY]] = RecordedTrial(
+            run_id=run.info.run_id,
+            key=tags[Tag.TRIAL_KEY],
+            arm=tags.get(Tag.ARM, ""),
+            seed=int(tags.get(Tag.SEED, "0")),
+            status=Status(status) if status else None,
+            run_status=run.info.status,
+            reason=tags.get(Tag.REASON, ""),
+            params=dict(run.data.params),
+            metrics=dict(run.data.metrics),
+        )
+    return out
+
+
+def set_outcome(
+    record: SweepRecord,
+    key: str,
+    status: Status,
+    reason: str = "",
+    step: int | None = None,
+    keep_reason: bool = False,
+) -> None:
+    """The driver's word on how a trial ended (stopped by the scheduler, failed for good,
+    interrupted), for the trials whose own code could not say it. With ``keep_reason``, a
+    reason the trial left itself (its exception) wins over ``reason``."""
+    client = _client(record.uri)
+    found = _find_trial(client, record, key)
+    if found is None:
+        return
+    if keep_reason and found.data.tags.get(Tag.REASON):
+        reason = ""
+    _set_outcome(client, found.info.run_id, status, reason, step)
+
+
+def _set_outcome(client: Any, run_id: str, status: Status, reason: str, step: int | None) -> None:
+    from mlflow.entities import RunTag
+
+    tags = [RunTag(Tag.STATUS, status.value)]
+    if reason:
+        tags.append(RunTag(Tag.REASON, reason[:5000]))  # MLflow's tag value limit is 8000
+    if step is not None:
+        tags.append(RunTag(Tag.STATUS_STEP, str(step)))
+    client.log_batch(run_id, tags=tags)
+    client.set_terminated(run_id, status=RUN_STATUS[status])
+
+
+def _find_trial(client: Any, record: SweepRecord, key: str) -> Any:
+    query = f"tags.`{Tag.PARENT}` = '{record.parent_run_id}' and tags.`{Tag.TRIAL_KEY}` = '{key}'"
+    found = client.search_runs([record.experiment_id], query, max_results=1)
+    return found[0] if found else None
 
 
 def _log_metrics(client: Any, run_id: str, metrics: Mapping[str, float], step: int) -> None:
     from mlflow.entities import Metric
 
     now = int(time.time() * 1000)
-    batch = [Metric(k, float(v), now, step) for k, v in metrics.items()]
+    batch = [Metric(k, float(v), now, step) for k, v in metrics.items() if math.isfinite(v)]
     if batch:
         client.log_batch(run_id, metrics=batch)
 
 
 class TrialRun:
-    """A trial's child run: found by (parent, trial key) or created once, params logged once."""
+    """A trial's child run: found by (parent, trial key) or created once, params logged once.
+    A run found again (a retried or resumed trial) is continued: RUNNING again, its earlier
+    outcome tag (``killed``) removed, and the (metric, step) pairs it holds never logged twice.
+    """
 
     def __init__(
         self,
@@ -120,24 +272,27 @@ class TrialRun:
         from mlflow.entities import Param
 
         self.client = _client(record.uri)
-        query = f"tags.`{PARENT_TAG}` = '{record.parent_run_id}' and tags.`nas.trial_key` = '{trial_key}'"
-        found = self.client.search_runs([record.experiment_id], query, max_results=1)
+        found = _find_trial(self.client, record, trial_key)
         self.logged: set[tuple[str, int]] = set()
-        if found:  # a retried or resumed trial continues its own run
-            self.run_id = found[0].info.run_id
+        if found is not None:
+            self.run_id = found.info.run_id
             self.client.update_run(self.run_id, status="RUNNING")
-            self.logged = self._history(found[0].data.metrics)
+            if Tag.STATUS in found.data.tags:
+                self.client.delete_tag(self.run_id, Tag.STATUS)
+            for name, value in tags.items():
+                self.client.set_tag(self.run_id, name, value)
+            self.logged = self._history(found.data.metrics)
             return
         all_tags = {
-            PARENT_TAG: record.parent_run_id,
-            "nas.sweep": record.sweep,
-            "nas.trial_key": trial_key,
-            "nas.role": "trial",
-            "nas.config_hash": config_hash(params),
+            Tag.PARENT: record.parent_run_id,
+            Tag.SWEEP: record.sweep,
+            Tag.TRIAL_KEY: trial_key,
+            Tag.ROLE: ROLE_TRIAL,
+            Tag.CONFIG_HASH: config_hash(params),
             **tags,
         }
         run = self.client.create_run(
-            record.experiment_id, tags=all_tags, run_name=tags.get("nas.arm", trial_key)
+            record.experiment_id, tags=all_tags, run_name=tags.get(Tag.ARM, trial_key)
         )
         self.run_id = run.info.run_id
         self.client.log_batch(self.run_id, params=[Param(k, str(v)) for k, v in params.items()])
@@ -147,10 +302,13 @@ class TrialRun:
         return {(k, m.step) for k in keys for m in self.client.get_metric_history(self.run_id, k)}
 
     def log_metrics(self, metrics: Mapping[str, float], step: int) -> None:
-        """Log each metric once per step: a trial resumed from a checkpoint recomputes steps it
-        had logged before the interruption (and re-runs the validation it was saved in); the
-        first value recorded for a step is kept."""
-        new = {k: v for k, v in metrics.items() if (k, step) not in self.logged}
+        """Log each finite metric once per step: a trial resumed from a checkpoint recomputes
+        steps it had logged before the interruption (and re-runs the validation it was saved
+        in); the first value recorded for a step is kept. A non-finite value (a diverging
+        loss) is left out: the record keeps the last finite one and the status says why."""
+        new = {
+            k: v for k, v in metrics.items() if (k, step) not in self.logged and math.isfinite(v)
+        }
         self.logged.update((k, step) for k in new)
         _log_metrics(self.client, self.run_id, new, step)
 
@@ -158,5 +316,6 @@ class TrialRun:
         for f in files:
             self.client.log_artifact(self.run_id, str(f), artifact_path=folder)
 
-    def end(self, status: str = "FINISHED") -> None:
-        self.client.set_terminated(self.run_id, status=status)
+    def end(self, status: Status, reason: str = "", step: int | None = None) -> None:
+        """The trial's outcome: ``nas.status`` (with reason and step) and the run status."""
+        _set_outcome(self.client, self.run_id, status, reason, step)

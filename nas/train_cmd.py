@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import math
 import warnings
 from pathlib import Path
 from typing import Any
@@ -97,19 +98,30 @@ def run_train(args: argparse.Namespace) -> int:
     )
     result, model = train(cfg, out, source=source, progress=not args.no_progress)
     save_run(out, cfg, result, model)
-    bpb = "" if result.val_bpb is None else f"  val/bpb {result.val_bpb:.4f}"
-    print(
-        f"val/loss {result.val_loss:.4f}{bpb}  ({result.steps} steps, {result.params:,} "
-        f"parameters, {result.wall_s:.0f} s, {result.tokens_per_s:,.0f} tokens/s)"
+    finished = result.status == "finished"
+    if not finished:  # one line: what happened, where and why (the reason names the step)
+        print(f"{result.status.replace('_', ' ')}: {result.reason}; no final validation")
+    _print_metrics(result, "" if finished else "last finite ")
+    _print_dilution(result.dilution, out, "final" if finished else "last profile")
+    return 0 if finished else 1
+
+
+def _print_metrics(result: Any, which: str) -> None:
+    run = (
+        f"({result.steps} steps, {result.params:,} parameters, {result.wall_s:.0f} s, "
+        f"{result.tokens_per_s:,.0f} tokens/s)"
     )
-    _print_dilution(result.dilution, out)
-    return 0
+    if math.isnan(result.val_loss):  # ended early before any validation came out finite
+        print(f"no finite validation  {run}")
+        return
+    bpb = "" if result.val_bpb is None else f"  val/bpb {result.val_bpb:.4f}"
+    print(f"{which}val/loss {result.val_loss:.4f}{bpb}  {run}")
 
 
-def _print_dilution(summaries: dict[str, float], out: Path) -> None:
+def _print_dilution(summaries: dict[str, float], out: Path, which: str) -> None:
     if not summaries:
         return
-    print("dilution, final (trainers/diagnostics.py defines each):")
+    print(f"dilution, {which} (trainers/diagnostics.py defines each):")
     for key, value in summaries.items():
         print(f"  {key:<32} {value:.4g}")
     figures = sorted((out / "dilution").glob("*.png"))

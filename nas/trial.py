@@ -1,91 +1,135 @@
-"""One sweep trial inside a Ray Tune worker: build the configuration, find or open its MLflow run,
-train with Lightning (resuming from Tune's checkpoint after a failure), and report every
-validation to Tune with a checkpoint."""
+"""One sweep trial inside a Ray Tune worker: find its ``TrialSpec``, find or open its MLflow run,
+train with Lightning (resuming from the newest checkpoint of its key), and report every
+validation to Tune with a checkpoint; the last report carries the trial's status.
+
+Tune carries only the trial key for a grid (``GRID_PARAM``) or the sampled point for a search;
+everything else about the trial comes from the spec the driver built.
+"""
 
 from __future__ import annotations
 
 import math
 import tempfile
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from nas.checkpoints import CKPT_NAME
+from nas.spec import TrialSpec, infeasible_key, search_spec
 from nas.tracking import SweepRecord, TrialRun
+from reports.schema import GRID_PARAM, Metric, Report, Status, Tag
+from search_spaces.space import Space
+from trainers.config import RunConfig
 
-CKPT_NAME = "last.ckpt"
+DEFERRED = "deferred"  # Report.STATUS of a trial not started because the time budget ran out
 
 
 @dataclass(frozen=True)
 class SweepContext:
-    """What every trial needs besides its own point; plain data, so it pickles to workers."""
+    """What every trial needs besides its own Tune config; plain data, so it pickles to
+    workers."""
 
     record: SweepRecord
-    base: dict[str, dict[str, Any]]  # the base RunConfig as nested dicts
-    cells: list[dict[str, Any]] = field(default_factory=list)  # grid: cell -> point (+ seed)
-    arms: list[str] = field(default_factory=list)  # grid: cell -> arm label
+    base: RunConfig
+    space: Space
+    specs: Mapping[str, TrialSpec] = field(default_factory=dict)  # grid: every planned trial
     seed: int = 0  # search trials: the seed they run with
-    tags: dict[str, str] = field(default_factory=dict)
-    # searches: each objective's worst value, reported for an infeasible proposal
-    worst: dict[str, float] = field(default_factory=lambda: {"val_loss": math.inf})
+    tags: Mapping[str, str] = field(default_factory=dict)
+    # searches: each objective's Tune key -> its worst value, reported for an infeasible or
+    # diverged trial so the searcher avoids the region
+    worst: Mapping[str, float] = field(default_factory=dict)
+    # key -> checkpoint files (newest first) written for it by earlier invocations
+    resume_from: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # key -> the Tune values of a trial already settled in the record (a search proposing a
+    # point it has run before gets them back instead of a second run)
+    settled: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    trial_timeout_s: float | None = None
+    deadline: float | None = None  # time.time() after which no trial starts (--time-budget)
 
+    def spec_for(self, config: Mapping[str, Any]) -> TrialSpec:
+        """The trial's spec from its Tune config; ValueError for a search point the
+        configuration rejects."""
+        if GRID_PARAM in config:
+            return self.specs[str(config[GRID_PARAM])]
+        return search_spec(self.base, self.space, config, self.seed)
 
-def _point(config: dict[str, Any], ctx: SweepContext) -> tuple[str, str, dict[str, Any]]:
-    """(trial key, arm label, dotted point) for this trial. Grid cells have stable keys, so a
-    resumed sweep finds each cell's run again; a search trial is keyed by Tune's trial id."""
-    from ray import tune
-
-    if "cell" in config:
-        i = int(config["cell"])
-        return f"cell-{i:05d}", ctx.arms[i], ctx.cells[i]
-    point = {**config, "train.seed": ctx.seed}
-    return tune.get_context().get_trial_id(), "search", point
+    def key_for(self, config: Mapping[str, Any]) -> str:
+        """The trial key, also for a proposal that has no valid configuration."""
+        try:
+            return self.spec_for(config).key
+        except ValueError:
+            return infeasible_key(self.space, config, self.seed)
 
 
 def run_trial(config: dict[str, Any], ctx: SweepContext) -> None:
     """The function trainable."""
     from ray import tune
 
-    from search_spaces.space import apply_point
     from trainers.config import flatten
-    from trainers.config_io import from_dict
 
     start = time.perf_counter()
-    key, arm, point = _point(config, ctx)
-    tags = {
-        "nas.trial_id": tune.get_context().get_trial_id(),
-        "nas.arm": arm,
-        "nas.node": _node_id(),
-        **ctx.tags,
-    }
-    try:
-        cfg = apply_point(from_dict(ctx.base), point)
-    except ValueError as err:  # a sampler proposed an invalid combination: no training spent
-        _infeasible(ctx, key, point, tags, str(err))
+    if ctx.deadline is not None and time.time() > ctx.deadline:
+        tune.report({Report.STATUS: DEFERRED, Report.KEY: ctx.key_for(config)})
         return
-    tags["nas.seed"] = str(cfg.train.seed)
-    tags["nas.hardware"] = _hardware()
-    run = TrialRun(ctx.record, key, flatten(cfg), tags)
+    tags = {Tag.TRIAL_ID: tune.get_context().get_trial_id(), Tag.NODE: _node_id(), **ctx.tags}
+    try:
+        spec = ctx.spec_for(config)
+    except ValueError as err:  # a sampler proposed an invalid combination: no training spent
+        _infeasible(ctx, config, tags, str(err))
+        return
+    if spec.key in ctx.settled:  # already in the record: tell the searcher, run nothing twice
+        tune.report({**ctx.settled[spec.key], Report.KEY: spec.key})
+        return
+    tags |= {Tag.ARM: spec.arm, Tag.SEED: str(spec.seed), Tag.HARDWARE: _hardware()}
+    run = TrialRun(ctx.record, spec.key, flatten(spec.config), tags)
     out = Path(tune.get_context().get_trial_dir())
     try:
-        result = _fit(cfg, out, run)
-    except BaseException:
-        run.end("FAILED")
+        result = _fit(spec, out, run, ctx)
+    except BaseException as err:
+        # The driver decides the status (Tune may retry; the stop may be Tune's own): the
+        # trial only leaves the reason for it.
+        from reports.load import first_line
+
+        run.client.set_tag(run.run_id, Tag.REASON, first_line(err)[:5000])
         raise
+    _finish(run, spec, result, ctx, time.perf_counter() - start)
+
+
+def _finish(run: TrialRun, spec: TrialSpec, result: Any, ctx: SweepContext, trial_s: float) -> None:
+    """Record the outcome, then the last report (the searcher reads its objectives there).
+    The run ends before the report: Ray may end the worker right after it."""
+    from ray import tune
+
+    status = Status(result.status)
     final = {
-        "final/val_loss": result.val_loss,
-        "final/wall_s": result.wall_s,  # the fit
-        "final/step_s": result.step_s,  # inside training steps
-        "final/trial_s": time.perf_counter() - start,  # the whole trial function
-        "final/tokens_per_s": result.tokens_per_s,
-        "final/params": float(result.params),
+        Metric.FINAL_VAL_LOSS: result.val_loss,
+        Metric.FINAL_WALL_S: result.wall_s,  # the fit
+        Metric.FINAL_STEP_S: result.step_s,  # inside training steps
+        Metric.FINAL_TRIAL_S: trial_s,  # the whole trial function
+        Metric.FINAL_TOKENS_PER_S: result.tokens_per_s,
+        Metric.FINAL_PARAMS: float(result.params),
+        Metric.FINAL_STEPS: float(result.steps),
     }
-    run.log_metrics(final, result.steps)
-    run.end("FINISHED")  # before the last report: Ray may end the worker right after it
-    report = {"val_loss": result.val_loss, "params": float(result.params), "step": result.steps}
+    run.log_metrics(final, result.steps)  # non-finite values are left out
+    run.end(status, result.reason, result.steps)
+    tune.report(
+        {**_objectives(status, result, ctx), Report.STATUS: status.value, Report.KEY: spec.key}
+    )
+
+
+def _objectives(status: Status, result: Any, ctx: SweepContext) -> dict[str, float]:
+    """What the searcher and the scheduler see last. A trial without a finite validation loss
+    (diverged, or timed out before its first validation) reports each objective's worst value
+    and no step: ASHA, which needs both, leaves it out of its rungs instead of ranking a
+    made-up number."""
+    values = {Report.VAL_LOSS: result.val_loss, Report.PARAMS: float(result.params)}
     if result.val_bpb is not None:
-        report["val_bpb"] = result.val_bpb
-    tune.report({**report, "nas_complete": 1.0})  # the searcher reads its objectives here
+        values[Report.VAL_BPB] = result.val_bpb
+    if status == Status.DIVERGED or not math.isfinite(result.val_loss):
+        return {**values, **ctx.worst} if ctx.worst else {k: math.inf for k in values}
+    return {**values, Report.STEP: result.steps}
 
 
 def _hardware() -> str:
@@ -108,39 +152,58 @@ def _node_id() -> str:
 
 
 def _infeasible(
-    ctx: SweepContext, key: str, point: dict[str, Any], tags: dict[str, str], reason: str
+    ctx: SweepContext, config: Mapping[str, Any], tags: dict[str, str], reason: str
 ) -> None:
     """Record the proposal with its reason and tell the searcher at once: the worst value for
-    every objective, so it learns to avoid the region, and a flag the summary lists."""
+    every objective, so it learns to avoid the region."""
     from ray import tune
 
-    run = TrialRun(ctx.record, key, point, {**tags, "nas.infeasible": reason})
-    run.end("FINISHED")
-    flags = {"step": 0, "nas_complete": 1.0, "nas_infeasible": 1.0, "nas_reason": reason}
-    tune.report({**ctx.worst, **flags})
+    key = infeasible_key(ctx.space, config, ctx.seed)
+    run = TrialRun(ctx.record, key, dict(config), {**tags, Tag.SEED: str(ctx.seed)})
+    run.end(Status.INFEASIBLE, reason, 0)
+    report = {Report.STATUS: Status.INFEASIBLE.value, Report.REASON: reason, Report.KEY: key}
+    tune.report({**ctx.worst, **report})
 
 
-def _fit(cfg: Any, out: Path, run: TrialRun) -> Any:
+def _fit(spec: TrialSpec, out: Path, run: TrialRun, ctx: SweepContext) -> Any:
     from ray import tune
 
     from nas.lightning_hooks import TrialLogger, TuneReporter
     from trainers.run import train
 
-    checkpoint = tune.get_checkpoint()
-    if checkpoint is None:
+    def fit(ckpt: Path | None) -> Any:
         result, _ = train(
-            cfg, out, logger=TrialLogger(run), callbacks=[TuneReporter()], progress=False
-        )
-        return result
-    with checkpoint.as_directory() as folder, tempfile.TemporaryDirectory() as tmp:
-        ckpt = Path(tmp) / CKPT_NAME  # copied out: the checkpoint folder may be read-only
-        ckpt.write_bytes((Path(folder) / CKPT_NAME).read_bytes())
-        result, _ = train(
-            cfg,
+            spec.config,
             out,
             logger=TrialLogger(run),
-            callbacks=[TuneReporter()],
+            callbacks=[TuneReporter(spec.key)],
             progress=False,
             ckpt_path=ckpt,
+            time_limit_s=ctx.trial_timeout_s,
         )
-    return result
+        return result
+
+    checkpoint = tune.get_checkpoint()  # Tune's retry of this attempt: its newest checkpoint
+    with tempfile.TemporaryDirectory() as tmp:
+        ckpt = Path(tmp) / CKPT_NAME  # copied out: the checkpoint folder may be read-only
+        if checkpoint is not None:
+            with checkpoint.as_directory() as folder:
+                ckpt.write_bytes((Path(folder) / CKPT_NAME).read_bytes())
+            return fit(ckpt)
+        earlier = _loadable(ctx.resume_from.get(spec.key, ()), ckpt)
+        return fit(earlier)
+
+
+def _loadable(candidates: tuple[str, ...], dest: Path) -> Path | None:
+    """The newest earlier checkpoint that loads (a kill can leave the newest truncated), copied
+    to ``dest``; None to start from scratch."""
+    import torch
+
+    for path in candidates:
+        try:
+            dest.write_bytes(Path(path).read_bytes())
+            torch.load(dest, map_location="cpu", weights_only=True)
+        except Exception:  # truncated or missing: pickle, zip and OS errors alike
+            continue
+        return dest
+    return None

@@ -120,6 +120,7 @@ class Report:
     STATUS = "nas_status"  # on the trial's last report only: a Status value
     REASON = "nas_reason"
     KEY = "nas_key"  # the TrialSpec key
+    END_STEP = "nas_end_step"  # on the last report: the step the trial ended at
 
 
 def tune_key(metric: str) -> str:

@@ -73,7 +73,7 @@ class Space:
 
 @dataclass(frozen=True)
 class Cell:
-    """One grid cell: the arm's name, the point applied (dotted keys), the seed, the config."""
+    """One grid cell: its arm label, the point applied (dotted keys), the seed, the config."""
 
     arm: str
     point: Mapping[str, Any]
@@ -106,9 +106,15 @@ def apply_point(base: RunConfig, point: Mapping[str, Any]) -> RunConfig:
     return from_dict(nest(point), base)
 
 
-def arm_name(arm: str, point: Mapping[str, Any], space: Space) -> str:
-    """A readable label for the configuration without its seed: the arm plus varied axes."""
-    varied = [f"{k.split('.')[-1]}={v}" for k, v in point.items() if k in space.params]
+def _shown(value: Any) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+def arm_label(arm: str, point: Mapping[str, Any], space: Space) -> str:
+    """The one readable label of a configuration without its seed: the arm's name plus the
+    values of the space's varied parameters (a search trial, which has no arm, is named by its
+    sampled values alone). Identity is ``nas.spec.TrialSpec.key``; this is only for people."""
+    varied = [f"{k.split('.')[-1]}={_shown(v)}" for k, v in point.items() if k in space.params]
     return "/".join([arm, *varied]) if arm else "/".join(varied) or "base"
 
 
@@ -121,7 +127,7 @@ def grid_cells(space: Space, base: RunConfig) -> tuple[list[Cell], list[Skipped]
     for arm, overrides in arms.items():
         for values in itertools.product(*(space.params[k].grid() for k in keys)):
             point = {**space.base, **overrides, **dict(zip(keys, values, strict=True))}
-            label = arm_name(arm, point, space)
+            label = arm_label(arm, point, space)
             try:
                 config = apply_point(base, point)
             except ValueError as err:
