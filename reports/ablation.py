@@ -1,14 +1,17 @@
-"""From trial rows to the comparisons an ablation table needs: which trials count, what an arm
-is, which arm is each arm's baseline, per-arm statistics over seeds, and one-axis effects.
-Pure functions over the frames of ``reports.load``."""
+"""From trial rows to the comparisons an ablation table needs: what an arm is, which arm is each
+arm's baseline, per-arm statistics over seeds, and one-axis effects. Which trials count is
+``reports.outcomes``'s; pure functions over the frames of ``reports.load``."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
 import pandas as pd
 
+from reports.outcomes import comparable, configured, counts, diverged, with_outcome
+from reports.schema import BEST_VAL_LOSS, Metric, Status
 from reports.stats import Comparison, Interval, adjust, compare, mean_ci, verdict
 
 # The wiring: what makes a residual design. Everything else that varies (depth, width, lr...)
@@ -26,14 +29,8 @@ WIRING_KEYS = (
 BASELINE_WIRING = {"model.residual": "standard", "model.placement": "pre"}
 PARAM_PREFIXES = ("model.", "train.", "data.")
 SEED_KEY = "train.seed"
-
-
-def finished(trials: pd.DataFrame) -> pd.DataFrame:
-    """Trials that ran to the end: the rows a comparison may use."""
-    if trials.empty:
-        return trials
-    ok = (trials["status"] == "FINISHED") & (trials["infeasible"] == "")
-    return trials[ok & trials.get("final/val_loss", pd.Series(dtype=float)).notna()]
+DEPTH_KEY = "model.n_layers"
+RESIDUAL_KEY = "model.residual"
 
 
 def varied_axes(trials: pd.DataFrame) -> list[str]:
@@ -44,10 +41,13 @@ def varied_axes(trials: pd.DataFrame) -> list[str]:
 
 def with_arms(trials: pd.DataFrame) -> pd.DataFrame:
     """An ``arm`` for every trial: the configuration without its seed. Grid trials carry their
-    arm's name; search trials are named by their varied values."""
+    arm's name; search trials are named by their varied values, the axes taken over the trials
+    with a full configuration (an infeasible one holds only its point). Label the whole frame
+    before selecting from it, so that every part of a report names an arm alike."""
     if trials.empty:
         return trials.assign(arm=pd.Series(dtype=str))
-    axes = varied_axes(trials)
+    full = configured(trials)
+    axes = varied_axes(full if len(full) else trials)
     out = trials.copy()
     derived = (
         out[axes]
@@ -64,8 +64,8 @@ def with_arms(trials: pd.DataFrame) -> pd.DataFrame:
 
 def wiring_label(row: pd.Series) -> str:
     """A trial's wiring as a label: residual/placement, plus N for Block AttnRes."""
-    parts = [str(row.get("model.residual", "?")), str(row.get("model.placement", "?"))]
-    if "model.attnres_blocks" in row and row.get("model.residual") == "block_attnres":
+    parts = [str(row.get(RESIDUAL_KEY, "?")), str(row.get("model.placement", "?"))]
+    if "model.attnres_blocks" in row and row.get(RESIDUAL_KEY) == "block_attnres":
         parts.append(f"N={row['model.attnres_blocks']}")
     return "/".join(parts)
 
@@ -104,19 +104,24 @@ def baselines(trials: pd.DataFrame, override: str | None = None) -> dict[str, st
 class ArmRow:
     arm: str
     baseline: str | None
-    final: Interval
+    final: Interval  # over the arm's comparable trials only, like every statistic here
     best: Interval
     bpb: Interval
-    seeds: tuple[int, ...]
+    seeds: tuple[int, ...]  # the seeds the statistics rest on
     params: float
     tokens_per_s: float
     wall_s: float
     comparison: Comparison | None  # None for a baseline arm and where there is no baseline
+    statuses: dict[Status, int]  # the arm's trials per status (infeasible ones aside)
 
     @property
     def verdict(self) -> str:
+        if self.baseline == self.arm:
+            return "baseline"
+        if self.final.n == 0:
+            return "none finished"
         if self.comparison is None:
-            return "baseline" if self.baseline == self.arm else "no baseline"
+            return "no baseline" if self.baseline is None else "baseline none finished"
         return verdict(self.comparison)
 
 
@@ -125,57 +130,94 @@ def _by_seed(frame: pd.DataFrame, column: str) -> dict[int, float]:
 
 
 def _mean(frame: pd.DataFrame, column: str) -> float:
-    return float(frame[column].mean()) if column in frame else math.nan
+    return float(frame[column].mean()) if column in frame and len(frame) else math.nan
+
+
+def _column(frame: pd.DataFrame, column: str) -> list[float]:
+    return frame[column].dropna().tolist() if column in frame else []
+
+
+def _arm_row(arm: str, base: str | None, g: pd.DataFrame, done: pd.DataFrame) -> ArmRow:
+    """One arm's statistics over its comparable trials ``done``; ``g`` holds all its trials."""
+    return ArmRow(
+        arm=arm,
+        baseline=base,
+        final=mean_ci(_column(done, Metric.FINAL_VAL_LOSS)),
+        best=mean_ci(_column(done, BEST_VAL_LOSS)),
+        bpb=mean_ci(_column(done, Metric.VAL_BPB)),
+        seeds=tuple(sorted(int(s) for s in done["seed"])),
+        params=_mean(done, Metric.FINAL_PARAMS),
+        tokens_per_s=_mean(done, Metric.FINAL_TOKENS_PER_S),
+        wall_s=_mean(done, Metric.FINAL_WALL_S),
+        comparison=None,
+        statuses=counts(g),
+    )
 
 
 def arm_rows(trials: pd.DataFrame, override: str | None = None) -> list[ArmRow]:
-    """One row per arm, sorted by mean final validation loss; comparisons with the baseline
-    paired by seed where the seeds match, Holm-corrected over the table."""
-    done = with_arms(finished(trials))
-    if done.empty:
+    """One row per arm that trained (finished or not), sorted by mean final validation loss,
+    arms with no finished trial last. Statistics and comparisons use only the comparable trials;
+    comparisons with the baseline are paired by seed where the seeds match, Holm-corrected over
+    the table."""
+    labelled = configured(with_arms(trials))
+    if labelled.empty:
         return []
-    base_of = baselines(done, override)
-    groups = {str(arm): g for arm, g in done.groupby("arm")}
+    base_of = baselines(labelled, override)
+    groups = {str(arm): g for arm, g in labelled.groupby("arm")}
+    done = {arm: comparable(g) for arm, g in groups.items()}
     rows, comparisons = [], []
     for arm, g in groups.items():
-        base = base_of.get(arm)
-        comparison = None
-        if base is not None and base != arm:
-            comparison = compare(
-                _by_seed(groups[base], "final/val_loss"), _by_seed(g, "final/val_loss")
-            )
-            comparisons.append(comparison)
-        bpb = g["val/bpb"] if "val/bpb" in g else pd.Series(dtype=float)
-        rows.append(
-            ArmRow(
-                arm=arm,
-                baseline=base,
-                final=mean_ci(g["final/val_loss"].tolist()),
-                best=mean_ci(g["best_val_loss"].tolist()),
-                bpb=mean_ci(bpb.dropna().tolist()),
-                seeds=tuple(sorted(int(s) for s in g["seed"])),
-                params=_mean(g, "final/params"),
-                tokens_per_s=_mean(g, "final/tokens_per_s"),
-                wall_s=_mean(g, "final/wall_s"),
-                comparison=comparison,
-            )
-        )
+        row = _arm_row(arm, base_of.get(arm), g, done[arm])
+        base = row.baseline
+        if base is not None and base != arm and len(done[arm]) and len(done[base]):
+            final = Metric.FINAL_VAL_LOSS
+            c = compare(_by_seed(done[base], final), _by_seed(done[arm], final))
+            row = dataclasses.replace(row, comparison=c)
+            comparisons.append(c)
+        rows.append(row)
     adjusted = iter(adjust(comparisons))
     rows = [
-        r if r.comparison is None else ArmRow(**{**r.__dict__, "comparison": next(adjusted)})
+        r if r.comparison is None else dataclasses.replace(r, comparison=next(adjusted))
         for r in rows
     ]
-    return sorted(rows, key=lambda r: r.final.mean)
+    return sorted(rows, key=lambda r: (math.isnan(r.final.mean), r.final.mean))
 
 
-def axis_effect(trials: pd.DataFrame, axis: str, metric: str = "final/val_loss") -> pd.DataFrame:
+@dataclass(frozen=True)
+class AxisEffect:
+    """One axis's values (columns) against the other varied axes' combinations (rows); the
+    three frames share index and columns."""
+
+    loss: pd.DataFrame  # mean final loss over the cell's comparable trials (NaN: none)
+    diverged: pd.DataFrame  # trials of the cell that diverged
+    trials: pd.DataFrame  # trials of the cell that trained to an outcome
+
+
+def axis_effect(trials: pd.DataFrame, axis: str, metric: str = Metric.FINAL_VAL_LOSS) -> AxisEffect:
     """Mean ``metric`` over seeds for each value of ``axis`` (columns), with every other
-    varied axis held fixed (rows): an interaction shows as rows that disagree."""
-    done = finished(trials)
-    others = [k for k in varied_axes(done) if k != axis]
-    if others:
-        table = done.pivot_table(index=others, columns=axis, values=metric, aggfunc="mean")
-    else:
-        table = done.groupby(axis)[metric].mean().to_frame().T
-        table.index = ["all"]
+    varied axis held fixed (rows): an interaction shows as rows that disagree. Beside it, each
+    cell's divergence count: at depth, divergence is a result, and the mean is over the
+    survivors only."""
+    ran = with_outcome(trials)
+    kept = ran.index.isin(comparable(ran).index)
+    values = ran[metric] if metric in ran else pd.Series(math.nan, index=ran.index)
+    cells = ran.assign(_value=values.where(kept), _diverged=diverged(ran).astype(int))
+    others = [k for k in varied_axes(ran) if k != axis]
+    grouped = cells.groupby([*others, axis], dropna=False)
+    frames = {
+        "loss": grouped["_value"].mean(),
+        "diverged": grouped["_diverged"].sum(),
+        "trials": grouped.size(),
+    }
+    return AxisEffect(
+        **{name: _table(series, axis, bool(others)) for name, series in frames.items()}
+    )
+
+
+def _table(cells: pd.Series, axis: str, has_rows: bool) -> pd.DataFrame:
+    """A (rows..., axis) series as a table with the axis's values as columns."""
+    if has_rows:
+        return cells.unstack(axis)
+    table = cells.to_frame().T
+    table.index = pd.Index(["all"])
     return table

@@ -5,6 +5,7 @@ from __future__ import annotations
 from reports import sections
 from reports.document import Document, Section
 from reports.load import SweepData
+from reports.outcomes import comparable
 
 
 def build_report(data: SweepData, baseline: str | None = None) -> Document:
@@ -20,7 +21,9 @@ def build_report(data: SweepData, baseline: str | None = None) -> Document:
         sections.compute_section(data),
         sections.reference_section(data, rows),
     ]
-    subtitle = f"{len(sections.finished(data.trials))} finished trials"
+    subtitle = f"{len(comparable(data.trials))} finished trials"
+    if data.plan == "latest":
+        subtitle += ", latest plan only"
     return Document(
         f"Sweep report: {data.name}",
         tuple(p for p in parts if p is not None),

@@ -15,26 +15,6 @@ from dataclasses import dataclass
 import numpy as np
 
 
-def training_flops(n_params: int, tokens: int, n_layers: int, d_model: int, seq_len: int) -> float:
-    """Training FLOPs of a decoder-only Transformer (Kaplan et al. 2020, Table 1).
-
-    ``n_params`` must be the *non-embedding* parameter count: an embedding lookup is a gather,
-    not a matmul, so counting its parameters at 6 FLOPs each would overstate compute and the
-    more so for small models, bending the fitted power law.
-    """
-    # Each non-embedding weight does one multiply-add (2 FLOPs) per token forward, and the
-    # backward pass costs twice the forward: 3 · 2 · N per token.
-    dense = 6.0 * n_params * tokens
-    # Attention scores QKᵀ and the value mix AV are each one multiply-add per key per model
-    # dimension: 2 · d FLOPs per attended key, twice. Under the causal mask a token attends to
-    # seq_len / 2 keys on average, so the forward is 2 · 2 · (seq_len / 2) · d = 2 · seq_len · d
-    # per layer per token, and forward + backward is 3× that: 6 · n_layers · seq_len · d_model.
-    # (AttnRes depth mixing attends over at most n_layers sources of width d_model per site,
-    # which is small beside this and is not counted.)
-    attention = 6.0 * n_layers * seq_len * d_model * tokens
-    return dense + attention
-
-
 @dataclass(frozen=True)
 class PowerLaw:
     """``loss(C) = a · C^(−alpha)``, fitted in log-log space."""
@@ -177,3 +157,52 @@ def compute_advantage(
     else:
         low, high = (float(q) for q in np.percentile(boots, [50 * (1 - level), 50 * (1 + level)]))
     return Advantage(compute_multiplier(fb, fv, at), low, high, at, len(boots))
+
+
+# A multiplier needs at least this many distinct compute values per wiring. A power law through
+# two compute values fits them exactly whatever the true curve is: nothing checks the form, and
+# the multiplier would be an extrapolation along a line the data cannot test. From three on
+# there is a residual, and resampling runs shows how much the slope rests on any one value.
+MIN_DISTINCT_COMPUTE = 3
+
+
+@dataclass(frozen=True)
+class Trend:
+    """A fitted power law with a bootstrap interval of its exponent: whether these runs say that
+    loss falls with compute, the one case where a compute multiplier means something."""
+
+    law: PowerLaw
+    """The fit to all points."""
+    alpha_low: float
+    """Lower percentile of the bootstrap exponents; nan when no resample was usable."""
+    alpha_high: float
+    """Upper percentile of the bootstrap exponents; nan when no resample was usable."""
+    distinct: int
+    """Distinct compute values among the points."""
+
+    @property
+    def falls(self) -> bool:
+        """Loss falls with compute: enough distinct compute values, and the exponent's interval
+        excludes zero on the side where more compute gives lower loss (alpha > 0)."""
+        return self.distinct >= MIN_DISTINCT_COMPUTE and self.alpha_low > 0
+
+
+def scaling_trend(
+    compute: Sequence[float],
+    loss: Sequence[float],
+    n_boot: int = 1000,
+    level: float = 0.95,
+    seed: int = 0,
+) -> Trend:
+    """The power-law fit of ``loss`` against ``compute`` and a seeded percentile bootstrap
+    interval of its exponent (runs resampled with replacement)."""
+    c, lo = np.asarray(compute, dtype=float), np.asarray(loss, dtype=float)
+    law = _fit(c, lo)
+    rng = np.random.default_rng(seed)
+    fits = (_resample(rng, c, lo) for _ in range(n_boot))
+    alphas = np.asarray([f.alpha for f in fits if f is not None])
+    if len(alphas) == 0:
+        low = high = math.nan
+    else:
+        low, high = (float(q) for q in np.percentile(alphas, [50 * (1 - level), 50 * (1 + level)]))
+    return Trend(law, low, high, len(np.unique(c)))

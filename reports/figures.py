@@ -11,7 +11,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from reports.ablation import finished, wiring_label, with_arms
+from reports.ablation import DEPTH_KEY, wiring_label, with_arms
+from reports.outcomes import comparable, diverged, with_outcome
+from reports.schema import Metric
 from reports.stats import mean_ci
 
 MAX_LINES = 10  # beyond this a line plot is unreadable; the tables carry the rest
@@ -45,8 +47,8 @@ def _band(ax: Any, x: np.ndarray, groups: Sequence[np.ndarray], label: str) -> N
 
 
 def loss_curves(trials: pd.DataFrame, curves: pd.DataFrame) -> bytes | None:
-    done = with_arms(finished(trials))
-    data = curves[curves.metric == "val/loss"].merge(done[["run_id", "arm"]], on="run_id")
+    done = comparable(with_arms(trials))
+    data = curves[curves.metric == Metric.VAL_LOSS].merge(done[["run_id", "arm"]], on="run_id")
     if data.empty:
         return None
     fig, axes = _figure()
@@ -61,23 +63,41 @@ def loss_curves(trials: pd.DataFrame, curves: pd.DataFrame) -> bytes | None:
 
 
 def depth_scaling(trials: pd.DataFrame) -> bytes | None:
-    """Final validation loss against depth, one line per wiring (the depth-scaling figure)."""
-    done = finished(trials)
-    if done.empty or done["model.n_layers"].nunique() < 2:
+    """The depth-scaling figure as PNG; None where the trials span fewer than two depths."""
+    fig = draw_depth_scaling(trials)
+    return None if fig is None else _png(fig)
+
+
+def draw_depth_scaling(trials: pd.DataFrame) -> Any:
+    """The depth-scaling figure, one line per wiring: final validation loss against depth over
+    the finished trials (left), and the fraction of each depth's trials that diverged (right;
+    of the trials that trained to an outcome). At depth divergence is a result, and the left
+    panel's means are over the survivors only."""
+    ran = with_outcome(trials)
+    if ran.empty or ran[DEPTH_KEY].nunique() < 2:
         return None
-    done = done.assign(wiring=done.apply(wiring_label, axis=1))
-    fig, axes = _figure()
-    ax = axes[0, 0]
-    for wiring, g in list(done.groupby("wiring"))[:MAX_LINES]:
-        depths = np.array(sorted(g["model.n_layers"].unique()))
-        groups = [g[g["model.n_layers"] == d]["final/val_loss"].to_numpy() for d in depths]
-        _band(ax, depths, groups, str(wiring))
-    ax.set(xscale="log", xlabel="blocks (n_layers)", ylabel="final validation loss")
-    ax.set_xticks(sorted(done["model.n_layers"].unique()))
-    ax.get_xaxis().set_major_formatter(_plain_ticks())
-    ax.set_title("validation loss against depth (mean, 95% band over seeds)")
-    ax.legend(fontsize=7)
-    return _png(fig)
+    ran = ran.assign(wiring=ran.apply(wiring_label, axis=1), diverged=diverged(ran))
+    done = comparable(ran)
+    fig, axes = _figure(ncols=2, size=(13, 4.2))
+    loss_ax, rate_ax = axes[0]
+    for wiring, g in list(ran.groupby("wiring"))[:MAX_LINES]:
+        depths = np.array(sorted(g[DEPTH_KEY].unique()))
+        kept = done[done["wiring"] == wiring]
+        losses = [kept[kept[DEPTH_KEY] == d][Metric.FINAL_VAL_LOSS].to_numpy() for d in depths]
+        _band(loss_ax, depths, losses, str(wiring))
+        rates = [g[g[DEPTH_KEY] == d]["diverged"].mean() for d in depths]
+        rate_ax.plot(depths, rates, marker="o", label=str(wiring))
+    loss_ax.set(ylabel="final validation loss (finished trials)")
+    loss_ax.set_title("validation loss against depth (mean, 95% band over seeds)")
+    rate_ax.set(ylabel="fraction of trials diverged", ylim=(-0.05, 1.05))
+    rate_ax.set_title("divergence against depth")
+    for ax in (loss_ax, rate_ax):
+        ax.set(xscale="log", xlabel="blocks (n_layers)")
+        ax.set_xticks(sorted(ran[DEPTH_KEY].unique()))
+        ax.get_xaxis().set_major_formatter(_plain_ticks())
+        ax.get_xaxis().set_minor_formatter(_null_ticks())
+    loss_ax.legend(fontsize=7)
+    return fig
 
 
 def _integer_ticks(ax: Any, y: bool = False) -> None:
@@ -96,6 +116,29 @@ def _plain_ticks() -> Any:
     return formatter
 
 
+def _null_ticks() -> Any:
+    from matplotlib.ticker import NullFormatter
+
+    return NullFormatter()
+
+
+def plain_log_labels(axis: Any) -> None:
+    """Plain decimal tick labels on a log axis whose view spans less than a decade.
+
+    Matplotlib labels such an axis at its minor ticks in scientific form (``2.225 × 10^0``): a
+    loss axis from 2.2 to 2.3 then reads as powers of ten it never reaches. Within a decade a
+    log axis is nearly linear, so evenly spaced ticks labelled as decimals read as they should.
+    Axes spanning a decade or more keep their ``10^k`` labels."""
+    from matplotlib.ticker import FuncFormatter, MaxNLocator, NullLocator
+
+    low, high = sorted(axis.get_view_interval())
+    if axis.get_scale() != "log" or not low > 0 or high / low >= 10:
+        return
+    axis.set_major_locator(MaxNLocator(nbins=5))
+    axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    axis.set_minor_locator(NullLocator())
+
+
 PROFILE_PANELS = (
     ("output_norm", "block output norm"),
     ("stream_norm", "stream norm entering the block"),
@@ -105,15 +148,15 @@ PROFILE_PANELS = (
 
 def deepest(trials: pd.DataFrame) -> pd.DataFrame:
     """The trials at the largest depth (profiles of different depths do not overlay)."""
-    if trials.empty or "model.n_layers" not in trials:
+    if trials.empty or DEPTH_KEY not in trials:
         return trials
-    return trials[trials["model.n_layers"] == trials["model.n_layers"].max()]
+    return trials[trials[DEPTH_KEY] == trials[DEPTH_KEY].max()]
 
 
 def dilution_profiles(trials: pd.DataFrame, profiles: pd.DataFrame) -> bytes | None:
     """The per-layer picture (the AttnRes paper's Figure 5 shape): each arm's mean over seeds
     of output, stream and gradient norm against block index, at the deepest setting."""
-    done = with_arms(deepest(finished(trials)))
+    done = deepest(comparable(with_arms(trials)))
     data = profiles.merge(done[["run_id", "arm"]], on="run_id")
     if data.empty:
         return None
@@ -123,6 +166,7 @@ def dilution_profiles(trials: pd.DataFrame, profiles: pd.DataFrame) -> bytes | N
             blocks = np.array(sorted(g["block"].unique()))
             _band(ax, blocks, [g[g.block == b][column].to_numpy() for b in blocks], str(arm))
         ax.set(xlabel="block", yscale="log", title=title)
+        plain_log_labels(ax.yaxis)
         _integer_ticks(ax)
     axes[0, 0].legend(fontsize=7)
     return _png(fig)
@@ -134,7 +178,7 @@ def depth_weight_heatmaps(
     """Per AttnRes arm (deepest setting), the mean depth-attention weights over seeds, the
     pre-attention sites and the pre-MLP sites apart (the paper's Figure 8 shape). Site rows
     are in sublayer order with the output site last."""
-    done = with_arms(deepest(finished(trials)))
+    done = deepest(comparable(with_arms(trials)))
     done = done[done["run_id"].isin(list(weights))]
     out = []
     for arm, g in done.groupby("arm"):
@@ -181,12 +225,10 @@ def pareto(
     return _png(fig)
 
 
-def compute_fits(
+def draw_compute_fits(
     points: dict[str, tuple[np.ndarray, np.ndarray]], fits: dict[str, Callable[[Any], Any]]
-) -> bytes | None:
-    """Loss against training compute per wiring, with each fitted power law."""
-    if not points:
-        return None
+) -> Any:
+    """The matplotlib figure of ``compute_fits`` (for a test to read its axes)."""
     fig, axes = _figure()
     ax = axes[0, 0]
     for name, (c, loss) in points.items():
@@ -197,4 +239,14 @@ def compute_fits(
     ax.set(xscale="log", yscale="log", xlabel="training FLOPs", ylabel="final validation loss")
     ax.set_title("loss against compute, fitted L = A * C^-alpha")
     ax.legend(fontsize=7)
-    return _png(fig)
+    plain_log_labels(ax.yaxis)
+    return fig
+
+
+def compute_fits(
+    points: dict[str, tuple[np.ndarray, np.ndarray]], fits: dict[str, Callable[[Any], Any]]
+) -> bytes | None:
+    """Loss against training compute per wiring, with each fitted power law."""
+    if not points:
+        return None
+    return _png(draw_compute_fits(points, fits))

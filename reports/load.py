@@ -14,7 +14,41 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-CURVE_METRICS = ("val/loss", "val/bpb")
+from reports.plans import PlanChoice
+from reports.schema import (
+    BEST_VAL_LOSS,
+    PLANS_FOLDER,
+    ROLE_SWEEP,
+    ROLE_TRIAL,
+    SKIPPED_FILE,
+    SPACE_FILE,
+    Metric,
+    Status,
+    Tag,
+)
+
+CURVE_METRICS = (Metric.VAL_LOSS, Metric.VAL_BPB)
+# Folder of each trial's dilution-profile JSON files (one per profiled step).
+PROFILE_FOLDER = "dilution"
+# Before ``nas.status`` existed, an infeasible trial carried its reason under this tag. Only
+# the old-record derivation below reads it.
+LEGACY_INFEASIBLE = "nas.infeasible"
+# Tags every trial run carries, old record or new, and the one every run that records its
+# ``nas.status`` carries as well (a TrialSpec's seed): a trial's identity. A run without one is
+# a damaged record and the report refuses it. Reason and step are not among them: the driver
+# writes no step for a trial it marks killed or failed, and a run without them reads as
+# "not recorded".
+TRIAL_TAGS = (Tag.TRIAL_KEY, Tag.ARM)
+STATUS_TAGS = (Tag.SEED,)
+PARENT_TAGS = (Tag.COMMAND, Tag.SPACE, Tag.VERSIONS)
+# The MLflow status an old record's trial run was left in -> the trial status it means.
+LEGACY_STATUS = {
+    "FINISHED": Status.FINISHED,
+    "FAILED": Status.FAILED,
+    "KILLED": Status.KILLED,
+    "RUNNING": Status.KILLED,  # the driver exited without closing it: interrupted
+    "SCHEDULED": Status.KILLED,
+}
 
 
 @dataclass(frozen=True)
@@ -27,16 +61,24 @@ class RecordedRun:
 
 @dataclass(frozen=True)
 class SweepData:
-    """One sweep as read from the store.
+    """One sweep as read from the store, without the trials of parent runs that ``nas sweep
+    --restart`` archived (tag ``nas.superseded``).
 
-    - ``parents``: one row per ``nas sweep`` invocation (run_id, status, start, end, command,
-      space, versions, and its ``sweep/*`` metrics)
-    - ``trials``: one row per trial run: run_id, status, key, arm, seed, infeasible (the reason,
-      or ""), node, hardware, git_commit, version, start, end, every param under its dotted
-      name (numbers parsed), every latest metric under its name, and best_val_loss
+    - ``parents``: one row per live parent run (run_id, run_status, start, end, command, space,
+      versions, plans: how many plan files it holds, and its ``sweep/*`` metrics)
+    - ``trials``: one row per trial run (``TRIAL_COLUMNS``): run_id, status (a ``Status``
+      value), reason, status_step, run_status (MLflow's), key, arm, seed, node, hardware,
+      git_commit, version, start, end (reason, status_step, node, hardware, git_commit, version
+      missing where the run did not record them, as is seed on an old infeasible record; never
+      an empty string); then every param under its dotted name (numbers parsed), every
+      latest metric under its name, and best_val_loss
     - ``curves``: run_id, metric, step, value for the validation metrics
     - ``profiles``: run_id, block, output_norm, stream_norm, grad_norm of each trial's last
       dilution profile; ``depth_weights``: run_id -> (site x source) softmax weights
+    - ``plans``: each invocation's plan as recorded ({"command", "space", "keys"}), oldest
+      first; empty for a sweep recorded before plans were kept
+    - ``plan``: which plans' trials ``trials`` holds: "all", or "latest" (``reports.plans``)
+    - ``superseded``: how many parent runs ``--restart`` archived (their trials left out)
     """
 
     name: str
@@ -48,6 +90,27 @@ class SweepData:
     profiles: pd.DataFrame
     depth_weights: dict[str, np.ndarray] = field(default_factory=dict)
     skipped: list[dict[str, str]] = field(default_factory=list)  # grid cells never launched
+    plans: list[dict[str, Any]] = field(default_factory=list)
+    plan: PlanChoice = "all"
+    superseded: int = 0
+
+
+TRIAL_COLUMNS = (
+    "run_id",
+    "status",
+    "reason",
+    "status_step",
+    "run_status",
+    "key",
+    "arm",
+    "seed",
+    "node",
+    "hardware",
+    "git_commit",
+    "version",
+    "start",
+    "end",
+)
 
 
 def _client(uri: str) -> Any:
@@ -79,17 +142,29 @@ def load_run(uri: str, run_id: str) -> RecordedRun:
 
 
 def _sweep_runs(client: Any, experiment_id: str, role: str) -> list[Any]:
-    query = f"tags.`nas.role` = '{role}'"
+    query = f"tags.`{Tag.ROLE}` = '{role}'"
     return list(client.search_runs([experiment_id], query, max_results=50_000))
 
 
+def _live(parents: list[Any], trials: list[Any]) -> tuple[list[Any], list[Any]]:
+    """The parents ``--restart`` did not archive, and the trials that are not theirs."""
+    archived = {r.info.run_id for r in parents if r.data.tags.get(Tag.SUPERSEDED) == "true"}
+    return (
+        [r for r in parents if r.info.run_id not in archived],
+        [r for r in trials if r.data.tags.get(Tag.PARENT) not in archived],
+    )
+
+
 def list_sweeps(uri: str) -> list[tuple[str, int]]:
-    """(sweep name, number of trial runs) for every experiment holding a ``nas sweep``."""
+    """(sweep name, number of trial runs) for every experiment holding a ``nas sweep``; the
+    trials of parents archived by ``--restart`` are not counted."""
     client = _open(uri)
     found = []
     for exp in client.search_experiments():
-        if _sweep_runs(client, exp.experiment_id, "sweep"):
-            found.append((exp.name, len(_sweep_runs(client, exp.experiment_id, "trial"))))
+        parents = _sweep_runs(client, exp.experiment_id, ROLE_SWEEP)
+        if parents:
+            _, trials = _live(parents, _sweep_runs(client, exp.experiment_id, ROLE_TRIAL))
+            found.append((exp.name, len(trials)))
     return sorted(found)
 
 
@@ -113,14 +188,41 @@ def _open(uri: str) -> Any:
 
 
 def load_sweep(uri: str, name: str) -> SweepData:
+    """The sweep ``name`` from the store at ``uri``. ValueError (one line) when there is no such
+    sweep, or when its runs lack tags that every run of a sweep carries."""
     client = _open(uri)
     exp = client.get_experiment_by_name(name)
-    parents = _sweep_runs(client, exp.experiment_id, "sweep") if exp else []
-    if not parents:
+    every = _sweep_runs(client, exp.experiment_id, ROLE_SWEEP) if exp else []
+    if not every:
         known = ", ".join(n for n, _ in list_sweeps(uri)) or "none"
         raise ValueError(f"no sweep named {name!r} in {uri}; sweeps there: {known}")
-    trials = _sweep_runs(client, exp.experiment_id, "trial")
-    curves = pd.DataFrame(
+    parents, trials = _live(every, _sweep_runs(client, exp.experiment_id, ROLE_TRIAL))
+    if not parents:
+        raise ValueError(f"sweep {name!r}: every parent run was archived by --restart")
+    _check_tags(name, parents, PARENT_TAGS, "parent")
+    _check_tags(name, trials, None, "trial")
+    parents = sorted(parents, key=lambda r: r.info.start_time)
+    plans = {r.info.run_id: _plans(client, r.info.run_id) for r in parents}
+    curves = _curves(client, trials)
+    profiles, weights = _profiles(client, trials)
+    latest = parents[-1].info.run_id
+    return SweepData(
+        name=name,
+        uri=uri,
+        parents=pd.DataFrame([_parent_row(r, len(plans[r.info.run_id])) for r in parents]),
+        space=_yaml_artifact(client, latest, SPACE_FILE),
+        trials=_trial_frame(trials, curves),
+        curves=curves,
+        profiles=profiles,
+        depth_weights=weights,
+        skipped=_yaml_artifact(client, latest, SKIPPED_FILE) or [],
+        plans=[plan for found in plans.values() for plan in found],
+        superseded=len(every) - len(parents),
+    )
+
+
+def _curves(client: Any, trials: list[Any]) -> pd.DataFrame:
+    return pd.DataFrame(
         [
             {"run_id": r.info.run_id, "metric": key, "step": m.step, "value": m.value}
             for r in trials
@@ -130,23 +232,50 @@ def load_sweep(uri: str, name: str) -> SweepData:
         ],
         columns=["run_id", "metric", "step", "value"],
     )
-    frame = pd.DataFrame([_trial_row(r) for r in trials])
-    if not frame.empty:
-        best = curves[curves.metric == "val/loss"].groupby("run_id")["value"].min()
-        frame["best_val_loss"] = frame["run_id"].map(best)
-    profiles, weights = _profiles(client, trials)
-    latest = max(parents, key=lambda r: r.info.start_time)
-    return SweepData(
-        name=name,
-        uri=uri,
-        parents=pd.DataFrame([_parent_row(r) for r in parents]).sort_values("start"),
-        space=_yaml_artifact(client, latest.info.run_id, "space.yaml"),
-        trials=frame,
-        curves=curves,
-        profiles=profiles,
-        depth_weights=weights,
-        skipped=_yaml_artifact(client, latest.info.run_id, "skipped.yaml") or [],
-    )
+
+
+def _trial_frame(trials: list[Any], curves: pd.DataFrame) -> pd.DataFrame:
+    rows = [_trial_row(r) for r in trials]
+    frame = pd.DataFrame(rows) if rows else pd.DataFrame(columns=list(TRIAL_COLUMNS))
+    for column in ("seed", "status_step"):
+        frame[column] = frame[column].astype("Int64")
+    best = curves[curves.metric == Metric.VAL_LOSS].groupby("run_id")["value"].min()
+    frame[BEST_VAL_LOSS] = frame["run_id"].map(best).astype(float)
+    return frame
+
+
+def _required(run: Any, names: tuple[str, ...] | None) -> list[str]:
+    """The tags ``run`` lacks among ``names`` (None: those a trial run must carry)."""
+    tags = run.data.tags
+    if names is None:
+        names = TRIAL_TAGS + (STATUS_TAGS if Tag.STATUS in tags else ())
+    return [n for n in names if n not in tags]
+
+
+def _check_tags(sweep: str, runs: list[Any], names: tuple[str, ...] | None, role: str) -> None:
+    """A run without a tag every such run carries is a damaged record: say which, in one line,
+    rather than reading an empty value into the report."""
+    missing = [(r.info.run_id, m) for r in runs if (m := _required(r, names))]
+    if missing:
+        shown = "; ".join(f"run {rid} lacks {', '.join(m)}" for rid, m in missing[:3])
+        more = f" (and {len(missing) - 3} more)" if len(missing) > 3 else ""
+        raise ValueError(f"sweep {sweep!r}: {len(missing)} {role} runs lack tags: {shown}{more}")
+
+
+def trial_status(tags: dict[str, str], run_status: str) -> Status:
+    """A trial's ``Status``: its ``nas.status`` tag, or for a run recorded before that tag
+    existed, derived from the infeasible tag and the MLflow run status."""
+    if Tag.STATUS in tags:
+        try:
+            return Status(tags[Tag.STATUS])
+        except ValueError:
+            valid = ", ".join(s.value for s in Status)
+            raise ValueError(
+                f"{Tag.STATUS} {tags[Tag.STATUS]!r}: unknown; valid: {valid}"
+            ) from None
+    if tags.get(LEGACY_INFEASIBLE):
+        return Status.INFEASIBLE
+    return LEGACY_STATUS.get(run_status, Status.KILLED)
 
 
 def _number(text: str) -> Any:
@@ -159,42 +288,81 @@ def _number(text: str) -> Any:
     return {"True": True, "False": False}.get(text, text)
 
 
+def _seed(run: Any) -> int | None:
+    """A new record's seed tag; an old record's seed tag or ``train.seed`` param, where any."""
+    text = run.data.tags.get(Tag.SEED, run.data.params.get("train.seed"))
+    return None if text is None else int(text)
+
+
+def _reason(tags: dict[str, str], status: Status) -> str | None:
+    if Tag.STATUS in tags:
+        return tags.get(Tag.REASON)
+    return tags.get(LEGACY_INFEASIBLE) if status is Status.INFEASIBLE else None
+
+
 def _trial_row(run: Any) -> dict[str, Any]:
     tags = run.data.tags
+    try:
+        status = trial_status(tags, run.info.status)
+    except ValueError as err:
+        raise ValueError(f"run {run.info.run_id}: {err}") from None
+    step = tags.get(Tag.STATUS_STEP)
     return {
         "run_id": run.info.run_id,
-        "status": run.info.status,
-        "key": tags.get("nas.trial_key", ""),
-        "arm": tags.get("nas.arm", ""),
-        "seed": int(tags.get("nas.seed", run.data.params.get("train.seed", 0)) or 0),
-        "infeasible": tags.get("nas.infeasible", ""),
-        "node": tags.get("nas.node", ""),
-        "hardware": tags.get("nas.hardware", ""),
-        "git_commit": tags.get("nas.git_commit", ""),
-        "version": tags.get("nas.version", ""),
-        "start": pd.to_datetime(run.info.start_time, unit="ms", utc=True),
-        "end": pd.to_datetime(run.info.end_time, unit="ms", utc=True)
-        if run.info.end_time
-        else pd.NaT,
+        "status": status.value,
+        "reason": _reason(tags, status),
+        "status_step": None if step is None else int(step),
+        "run_status": run.info.status,
+        "key": tags[Tag.TRIAL_KEY],
+        "arm": tags[Tag.ARM],
+        "seed": _seed(run),
+        # Where the trial ran and with what: not recorded on every trial (an infeasible one
+        # never reached a node), so missing, never an empty string, where absent.
+        "node": tags.get(Tag.NODE),
+        "hardware": tags.get(Tag.HARDWARE),
+        "git_commit": tags.get(Tag.GIT_COMMIT),
+        "version": tags.get(Tag.VERSION),
+        "start": _time(run.info.start_time),
+        "end": _time(run.info.end_time),
         **{k: _number(v) for k, v in run.data.params.items()},
         **run.data.metrics,
     }
 
 
-def _parent_row(run: Any) -> dict[str, Any]:
+def _time(ms: int | None) -> Any:
+    return pd.to_datetime(ms, unit="ms", utc=True) if ms else pd.NaT
+
+
+def _parent_row(run: Any, plans: int) -> dict[str, Any]:
     tags = run.data.tags
     return {
         "run_id": run.info.run_id,
-        "status": run.info.status,
-        "start": pd.to_datetime(run.info.start_time, unit="ms", utc=True),
-        "end": pd.to_datetime(run.info.end_time, unit="ms", utc=True)
-        if run.info.end_time
-        else pd.NaT,
-        "command": tags.get("nas.command", ""),
-        "space": tags.get("nas.space", ""),
-        "versions": json.loads(tags.get("nas.versions", "{}")),
+        "run_status": run.info.status,
+        "start": _time(run.info.start_time),
+        "end": _time(run.info.end_time),
+        "command": tags[Tag.COMMAND],
+        "space": tags[Tag.SPACE],
+        "versions": json.loads(tags[Tag.VERSIONS]),
+        "plans": plans,
         **run.data.metrics,
     }
+
+
+def _plans(client: Any, run_id: str) -> list[dict[str, Any]]:
+    """The plan files ``plans/NNNN.json`` on a parent run, in invocation order (the zero-padded
+    ordinal sorts as text); none for a sweep recorded before plans were kept."""
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            folder = Path(client.download_artifacts(run_id, PLANS_FOLDER, tmp))
+        except Exception:  # MLflow raises its own or OSError for a missing artifact
+            return []
+        plans = []
+        for path in sorted(folder.glob("*.json")):
+            plan = json.loads(path.read_text())
+            if not isinstance(plan, dict) or not isinstance(plan.get("keys"), list):
+                raise ValueError(f"run {run_id}: {PLANS_FOLDER}/{path.name} holds no list of keys")
+            plans.append(plan)
+        return plans
 
 
 def _yaml_artifact(client: Any, run_id: str, name: str) -> Any:
@@ -216,7 +384,7 @@ def _profiles(client: Any, trials: list[Any]) -> tuple[pd.DataFrame, dict[str, n
     weights: dict[str, np.ndarray] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for run in trials:
-            files = [a.path for a in client.list_artifacts(run.info.run_id, "dilution")]
+            files = [a.path for a in client.list_artifacts(run.info.run_id, PROFILE_FOLDER)]
             files = sorted(f for f in files if f.endswith(".json"))
             if not files:
                 continue

@@ -1,7 +1,7 @@
-"""The AttnRes paper's published numbers (Kimi Team 2026; transcribed in
-``shared/docs/variants.md`` §3.1-3.2), shown beside a user's results where the arms correspond.
-They come from 194M-528M-parameter MoE models trained on 38-119B tokens: a different scale from
-any sweep this harness runs on a laptop, and labelled so wherever they appear."""
+"""The AttnRes paper's published numbers (Kimi Team 2026, arXiv 2603.15031: §5.1 with Table 2,
+§5.3 with Table 4), shown beside a user's results where the arms correspond. They come from
+194M-528M-parameter MoE models trained on 38-119B tokens: a different scale from any sweep this
+harness runs on a laptop, and labelled so wherever they appear."""
 
 from __future__ import annotations
 

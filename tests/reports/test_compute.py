@@ -1,5 +1,6 @@
-"""reports/compute.py: power-law fits and compute multipliers checked on curves whose answer
-the math fixes, plus the bootstrap's determinism and coverage of its own estimate."""
+"""reports/compute.py and reports/flops.py: power-law fits, the rule for when loss falls with
+compute, and compute multipliers checked on curves whose answer the math fixes, plus the
+bootstrap's determinism and coverage of its own estimate; the FLOP count's linearity."""
 
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ from reports.compute import (
     compute_advantage,
     compute_multiplier,
     fit_power_law,
-    training_flops,
+    scaling_trend,
 )
+from reports.flops import training_flops
 
 A, ALPHA = 400.0, 0.076
 COMPUTE = np.logspace(15, 20, 6)
@@ -76,6 +78,31 @@ def test_at_compute_defaults_to_geometric_mean_of_variant_compute() -> None:
     adv = compute_advantage(COMPUTE, exact(COMPUTE), COMPUTE, exact(COMPUTE, 2.0), n_boot=0)
     assert adv.at_compute == pytest.approx(np.sqrt(1e15 * 1e20))
     assert adv.multiplier == pytest.approx(2.0, rel=1e-9)
+
+
+def test_exact_falling_law_falls_and_its_exponent_interval_is_the_exponent() -> None:
+    """Points exactly on A C^-alpha: every resample fits alpha, so the interval is alpha."""
+    trend = scaling_trend(COMPUTE, exact(COMPUTE), n_boot=200)
+    assert trend.alpha_low == pytest.approx(ALPHA) and trend.alpha_high == pytest.approx(ALPHA)
+    assert trend.distinct == len(COMPUTE) and trend.falls
+
+
+def test_rising_or_flat_loss_does_not_fall() -> None:
+    """Loss that grows with compute, or noise about a flat line whose interval spans zero, is
+    not loss falling with compute."""
+    assert not scaling_trend(COMPUTE, A * COMPUTE**ALPHA, n_boot=200).falls
+    # Two runs per compute value, alternately 2% above and below a flat line: no trend.
+    c = np.repeat(COMPUTE, 2)
+    flat = 3.0 * np.exp(0.02 * np.repeat([1, -1, 1, -1, 1, -1], 2))
+    trend = scaling_trend(c, flat, n_boot=500)
+    assert trend.alpha_low < 0 < trend.alpha_high and not trend.falls
+
+
+def test_two_compute_values_never_fall() -> None:
+    """Two compute values fit any power law exactly: too few to say that loss falls."""
+    c = np.array([1e18, 1e18, 1e19, 1e19])
+    trend = scaling_trend(c, exact(c), n_boot=200)
+    assert trend.law.alpha == pytest.approx(ALPHA) and trend.distinct == 2 and not trend.falls
 
 
 def test_fit_rejects_what_it_cannot_fit() -> None:

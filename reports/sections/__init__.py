@@ -1,0 +1,24 @@
+"""The report's sections, each a pure function from a ``SweepData`` to a ``Section`` (or None
+where the sweep has nothing for it), one module per section. They say what the runs show, with
+their uncertainty, and say so plainly where the data cannot answer (one seed, no baseline,
+trials that did not finish, a published effect that does not appear)."""
+
+from __future__ import annotations
+
+from reports.sections.effects import axis_effects
+from reports.sections.plots import figure_section
+from reports.sections.provenance import provenance
+from reports.sections.reference import reference_section
+from reports.sections.results import main_table
+from reports.sections.scaling import compute_section
+from reports.sections.search import search_section
+
+__all__ = [
+    "axis_effects",
+    "compute_section",
+    "figure_section",
+    "main_table",
+    "provenance",
+    "reference_section",
+    "search_section",
+]

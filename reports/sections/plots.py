@@ -1,0 +1,52 @@
+"""The figures section: validation curves, the depth-scaling figure, per-layer dilution
+profiles and AttnRes depth-weight heatmaps."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from reports import figures
+from reports.document import Figure, Section
+from reports.load import SweepData
+
+
+def figure_section(data: SweepData) -> Section | None:
+    blocks: list[Any] = []
+    curves = figures.loss_curves(data.trials, data.curves)
+    if curves:
+        blocks.append(
+            Figure(
+                "loss_curves", curves, "Validation loss per arm over training (finished trials)."
+            )
+        )
+    depth = figures.depth_scaling(data.trials)
+    if depth:
+        blocks.append(
+            Figure(
+                "depth_scaling",
+                depth,
+                "Final validation loss against depth over the finished trials (left), and the "
+                "fraction of each depth's trials that diverged, of those that trained to an "
+                "outcome (right).",
+            )
+        )
+    profile = figures.dilution_profiles(data.trials, data.profiles)
+    if profile:
+        blocks.append(
+            Figure(
+                "dilution_profiles",
+                profile,
+                "Per-layer profiles at the end of training, deepest setting: block output "
+                "norm, stream norm entering each block, parameter-gradient norm per block.",
+            )
+        )
+    for i, (arm, png) in enumerate(figures.depth_weight_heatmaps(data.trials, data.depth_weights)):
+        blocks.append(
+            Figure(
+                f"depth_weights_{i}",
+                png,
+                f"{arm}: depth-attention weights (rows: blocks' sites, columns: sources; "
+                "mean over tokens and seeds).",
+            )
+        )
+    return Section("Figures", tuple(blocks)) if blocks else None

@@ -1,0 +1,141 @@
+"""The provenance section: what ran, when, from which command and code, on what hardware, how
+many trials ended in each status, and why each trial outside the statistics is outside."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pandas as pd
+
+from reports.document import Paragraph, Section, Table
+from reports.load import SweepData
+from reports.outcomes import WORDS, counts
+from reports.schema import COMPARABLE, Status
+from reports.sections.cells import MAX_ROWS
+
+# Why a trial has this status, where its run does not say (an old record, or a status that
+# carries no reason).
+DEFAULT_REASON: dict[Status, str] = {
+    Status.FAILED: "see the run's logs",
+    Status.KILLED: "interrupted; run the same command again to resume it",
+    Status.STOPPED_EARLY: "stopped by the scheduler (ASHA)",
+}
+# What each status means for the statistics.
+USE: dict[Status, str] = {
+    Status.FINISHED: "means, intervals, tests",
+    Status.DIVERGED: "divergence rates only",
+    Status.TIMED_OUT: "counted, not in the statistics",
+    Status.STOPPED_EARLY: "counted, not in the statistics",
+    Status.FAILED: "counted, not in the statistics (rerun on the next invocation)",
+    Status.KILLED: "counted, not in the statistics (resumed on the next invocation)",
+    Status.INFEASIBLE: "listed below; nothing trained",
+}
+
+
+def provenance(data: SweepData) -> Section:
+    p, t = data.parents, data.trials
+    found = counts(t)
+    running = p["run_status"].iloc[-1] == "RUNNING"
+    rows = [
+        ("sweep", data.name),
+        ("space", str(p["space"].iloc[-1])),
+        ("command", str(p["command"].iloc[-1])),
+        ("invocations", str(int(p["plans"].clip(lower=1).sum()))),
+        ("plans", _plans(data)),
+        ("first start", _when(p["start"].min())),
+        ("last end", "still running" if running else _when(p["end"].max())),
+        ("git commit", ", ".join(c[:12] for c in _values(t, "git_commit")) or "unknown"),
+        (
+            "versions",
+            ", ".join(f"{k} {v}" for k, v in p["versions"].iloc[-1].items()) or "not recorded",
+        ),
+        ("hardware", "; ".join(_values(t, "hardware")) or "not recorded"),
+        ("MLflow store", data.uri),
+        ("trials", run_counts(found, len(data.skipped))),
+    ]
+    if data.superseded:
+        rows.append(("archived", _archived(data.superseded)))
+    blocks: list[Any] = [Table(("", "value"), tuple(rows)), _status_table(found)]
+    if running:
+        blocks.append(
+            Paragraph(
+                "This sweep is still running, or its last invocation was interrupted: the "
+                f"report covers the {found[Status.FINISHED]} trials finished so far.",
+                "warning",
+            )
+        )
+    reasons = _reasons(t, data.skipped)
+    if reasons:
+        caption = "not in the statistics"
+        if len(reasons) > MAX_ROWS:
+            caption += f" (first {MAX_ROWS} of {len(reasons)})"
+        blocks.append(
+            Table(("trial", "outcome", "at step", "reason"), tuple(reasons[:MAX_ROWS]), caption)
+        )
+    return Section("Provenance", tuple(blocks))
+
+
+def run_counts(found: dict[Status, int], skipped: int) -> str:
+    """ "4 finished, 1 diverged, 2 skipped": finished always, other statuses where any."""
+    shown = [f"{k} {WORDS[s]}" for s, k in found.items() if k or s is Status.FINISHED]
+    return ", ".join([*shown, f"{skipped} skipped"])
+
+
+def _status_table(found: dict[Status, int]) -> Table:
+    rows = tuple((WORDS[s], str(k), USE[s]) for s, k in found.items() if k)
+    return Table(("status", "trials", "used for"), rows or (("—", "0", "—"),), "trials by status")
+
+
+def _values(trials: pd.DataFrame, column: str) -> list[str]:
+    """The distinct recorded values of a column (None where a trial did not record it)."""
+    return sorted({str(v) for v in trials[column].dropna() if str(v)}) if len(trials) else []
+
+
+def _plans(data: SweepData) -> str:
+    if not data.plans:
+        return "not recorded (the sweep ran before plans were kept)"
+    if data.plan == "latest":
+        n, keys = len(data.plans), len(data.plans[-1]["keys"])
+        return f"the latest only (plan {n} of {n}, {keys} trials): `--plan latest`"
+    return f"{len(data.plans)} recorded; this report covers the trials of all of them"
+
+
+def _archived(n: int) -> str:
+    runs = "parent run" if n == 1 else "parent runs"
+    return f"{n} earlier {runs} archived by `nas sweep --restart`: their trials are left out"
+
+
+def _when(ts: Any) -> str:
+    return "?" if pd.isna(ts) else pd.Timestamp(ts).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def _label(row: pd.Series) -> str:
+    if row["status"] == Status.INFEASIBLE:
+        return str(row["key"])
+    return str(row["arm"]) + ("" if pd.isna(row["seed"]) else f" seed {row['seed']}")
+
+
+def _reasons(trials: pd.DataFrame, skipped: Sequence[dict[str, str]]) -> list[tuple[str, ...]]:
+    """One row per grid cell never launched and per trial outside the statistics, in the
+    order of ``Status``."""
+    out: list[tuple[str, ...]] = [
+        (s.get("arm", "?"), "skipped", "—", s.get("reason", "")) for s in skipped
+    ]
+    if trials.empty:
+        return out
+    for status in Status:
+        if status in COMPARABLE:
+            continue
+        for _, row in trials[trials["status"] == status].iterrows():
+            step = "—" if pd.isna(row["status_step"]) else str(row["status_step"])
+            reason = row["reason"] if isinstance(row["reason"], str) else None
+            out.append(
+                (
+                    _label(row),
+                    WORDS[status],
+                    step,
+                    reason or DEFAULT_REASON.get(status, "not recorded"),
+                )
+            )
+    return out

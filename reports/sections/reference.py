@@ -1,0 +1,173 @@
+"""The published-reference section: the AttnRes paper's numbers beside this sweep's, and plain
+statements of what these runs show about the paper's claims."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from reports import figures
+from reports.ablation import RESIDUAL_KEY, ArmRow, with_arms
+from reports.document import Paragraph, Section, Table
+from reports.load import SweepData
+from reports.outcomes import comparable, configured
+from reports.published import TABLE2, TABLE2_COLUMNS, TABLE4_BASELINE, published_for
+from reports.schema import Metric
+from reports.sections.cells import fmt, fmt_ci, fmt_diff, upper
+from reports.stats import Interval, mean_ci
+
+ATTNRES = ("attnres", "block_attnres")
+
+
+def reference_section(data: SweepData, rows: list[ArmRow]) -> Section:
+    done = configured(with_arms(data.trials))
+    residual_of = dict(zip(done["arm"], done.get(RESIDUAL_KEY, pd.Series(dtype=str)), strict=False))
+    blocks: list[Any] = [
+        Paragraph(
+            "Published numbers from the AttnRes paper (Kimi Team 2026), Table 4: a 436M-"
+            "parameter MoE model trained on 87.9B tokens. They are at a different scale from "
+            "these runs; they are shown for orientation, not as a target these runs should hit.",
+            "note",
+        )
+    ]
+    beside = _beside(rows, residual_of)
+    if beside:
+        columns = (
+            "arm",
+            "paper's arm",
+            "published loss",
+            "published Δ",
+            "this sweep",
+            "this sweep's Δ",
+            "verdict here",
+        )
+        blocks.append(Table(columns, tuple(beside), "published (Table 4) beside this sweep"))
+    blocks.append(
+        Table(
+            TABLE2_COLUMNS,
+            tuple(tuple(str(x) for x in row) for row in TABLE2),
+            "published Table 2: final validation loss by model size",
+        )
+    )
+    blocks.extend(_findings(rows, residual_of))
+    blocks.extend(_profile_findings(data))
+    return Section("Published reference and what these runs show", tuple(blocks))
+
+
+def _beside(rows: list[ArmRow], residual_of: dict[Any, Any]) -> list[tuple[str, ...]]:
+    out: list[tuple[str, ...]] = []
+    for r in rows:
+        published = published_for(str(residual_of.get(r.arm, "")))
+        if published is None:
+            continue
+        out.append(
+            (
+                r.arm,
+                published.label,
+                fmt(published.val_loss, 3),
+                f"{published.val_loss - TABLE4_BASELINE:+.3f}",
+                fmt_ci(r.final),
+                fmt_diff(r.comparison)
+                if r.comparison
+                else ("baseline" if r.baseline == r.arm else "—"),
+                r.verdict,
+            )
+        )
+    return out
+
+
+def _findings(rows: list[ArmRow], residual_of: dict[Any, Any]) -> list[Paragraph]:
+    """Plain statements of what the runs show about the paper's claims, from the numbers."""
+    out = []
+    for r in rows:
+        if residual_of.get(r.arm) not in ATTNRES or r.comparison is None:
+            continue
+        c, verdict = r.comparison, r.verdict
+        if verdict == "better":
+            text = f"`{r.arm}` reaches a lower final validation loss than `{r.baseline}` ({fmt_diff(c)}, {c.test}, Holm p = {fmt(c.p_adjusted, 3)}): the direction the paper reports."
+        elif verdict == "worse":
+            text = f"`{r.arm}` ends with a higher final validation loss than `{r.baseline}` ({fmt_diff(c)}): the opposite of the paper's result, at this scale."
+        elif verdict == "too few seeds":
+            text = f"`{r.arm}` vs `{r.baseline}`: Δ = {c.diff:+.4f} from too few seeds to test; no conclusion."
+        else:
+            text = f"`{r.arm}` vs `{r.baseline}`: Δ = {fmt_diff(c)}, not significant after correction; these runs neither confirm nor contradict the paper's gain."
+        out.append(Paragraph(text))
+    return out
+
+
+DILUTION = {
+    name: Metric.DILUTION_PREFIX + name
+    for name in ("output_growth", "stream_growth", "grad_front_load")
+}
+
+
+def _summary(g: pd.DataFrame, name: str) -> Interval:
+    """Mean and interval of one dilution summary over the trials ``g`` (empty where none)."""
+    column = DILUTION[name]
+    return mean_ci(g[column].dropna().tolist() if column in g else [])
+
+
+def _profile_findings(data: SweepData) -> list[Paragraph]:
+    """The paper's Fig. 5 shapes, checked against each residual type's dilution summaries at the
+    deepest setting."""
+    done = figures.deepest(comparable(with_arms(data.trials)))
+    if done.empty or DILUTION["output_growth"] not in done:
+        return []
+    lines = [
+        (
+            str(res),
+            _summary(g, "output_growth"),
+            _summary(g, "stream_growth"),
+            _summary(g, "grad_front_load"),
+        )
+        for res, g in done.groupby(RESIDUAL_KEY)
+    ]
+    out = [
+        Paragraph(
+            "Per-layer shapes at the deepest setting (means over trials with 95% intervals): "
+            + "; ".join(
+                f"`{res}` output growth (last/first block) {fmt_ci(g, 2)}, stream growth "
+                f"{fmt_ci(s, 2)}, gradient front-load (first/last third) {fmt_ci(f, 2)}"
+                for res, g, s, f in lines
+            )
+            + "."
+        )
+    ]
+    standard = next((x for x in lines if x[0] == "standard"), None)
+    if standard is not None:
+        out.extend(_standard_shape(standard[1], standard[3]))
+    return out
+
+
+def _standard_shape(growth: Interval, front: Interval) -> list[Paragraph]:
+    out = []
+    if growth.n and upper(growth) <= 1:
+        out.append(
+            Paragraph(
+                "The paper's Fig. 5 shows the pre-norm baseline's block outputs growing "
+                "with depth. In these runs `standard`'s last block output is not larger "
+                f"than its first (ratio {fmt_ci(growth, 2)}): that shape does not appear at "
+                "this scale and training length.",
+                "warning",
+            )
+        )
+    elif growth.n and growth.mean <= 1:
+        out.append(
+            Paragraph(
+                f"`standard`'s output growth is {fmt_ci(growth, 2)}: on average its last "
+                "block's output is smaller than its first, but the interval includes "
+                "growth, so these runs cannot say whether the paper's Fig. 5 shape appears.",
+                "note",
+            )
+        )
+    if front.n and upper(front) <= 1:
+        out.append(
+            Paragraph(
+                "The paper reports front-loaded gradients for the baseline; here "
+                f"`standard`'s gradient front-load is {fmt_ci(front, 2)} (≤ 1: not "
+                "front-loaded).",
+                "warning",
+            )
+        )
+    return out

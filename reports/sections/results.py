@@ -1,0 +1,106 @@
+"""The results section: one row per arm with its statistics over the finished seeds, how its
+other seeds ended, and its comparison with its baseline."""
+
+from __future__ import annotations
+
+import math
+
+from reports.ablation import ArmRow, arm_rows
+from reports.document import Paragraph, Section, Table
+from reports.load import SweepData
+from reports.outcomes import describe
+from reports.schema import Status
+from reports.sections.cells import fmt, fmt_ci, fmt_diff
+
+COLUMNS = (
+    "arm",
+    "outcomes",
+    "final val loss",
+    "best val loss",
+    "val bits/byte",
+    "seeds",
+    "params",
+    "tokens/s",
+    "wall s",
+    "Δ vs baseline [95% CI]",
+    "test",
+    "p (Holm)",
+    "verdict",
+)
+
+
+def main_table(data: SweepData, baseline: str | None) -> tuple[Section, list[ArmRow]]:
+    rows = arm_rows(data.trials, baseline)
+    if not rows:
+        return Section("Results", (Paragraph("No trial has trained yet.", "warning"),)), rows
+    highlight = tuple(i for i, r in enumerate(rows) if r.baseline == r.arm)
+    table = Table(
+        COLUMNS, tuple(_cells(r) for r in rows), "arms sorted by final validation loss", highlight
+    )
+    return Section("Results", (table, *_notes(rows))), rows
+
+
+def _count(x: float, spec: str) -> str:
+    return format(x, spec) if math.isfinite(x) else "—"
+
+
+def _cells(r: ArmRow) -> tuple[str, ...]:
+    c = r.comparison
+    return (
+        r.arm + (" (baseline)" if r.baseline == r.arm else ""),
+        describe(r.statuses),
+        fmt_ci(r.final),
+        fmt_ci(r.best),
+        fmt_ci(r.bpb),
+        str(len(r.seeds)),
+        _count(r.params, ",.0f"),
+        _count(r.tokens_per_s, ",.0f"),
+        _count(r.wall_s, ".0f"),
+        fmt_diff(c),
+        c.test if c else "—",
+        fmt(c.p_adjusted, 3) if c else "—",
+        r.verdict,
+    )
+
+
+def _notes(rows: list[ArmRow]) -> list[Paragraph]:
+    notes = [
+        Paragraph(
+            "Mean ± half-width of the 95% Student-t interval over seeds. Only finished trials "
+            "enter the means, intervals and tests (`seeds` counts them); `outcomes` says how "
+            "each arm's other seeds ended. Δ is the arm's final validation loss minus its "
+            "baseline's (negative is better); the baseline is the `standard`/`pre` arm with the "
+            "same depth, width and other non-wiring settings unless `--baseline` names one. "
+            "Tests are paired by seed where both arms finished the same seeds, Welch's "
+            "otherwise; p-values are Holm-corrected over the table."
+        )
+    ]
+    lost = [r.arm for r in rows if r.statuses.get(Status.DIVERGED)]
+    if lost:
+        notes.append(
+            Paragraph(
+                "Seeds diverged in " + ", ".join(f"`{a}`" for a in lost) + ": those arms' "
+                "statistics are over the survivors, which flatters them; the divergence counts "
+                "are part of the result.",
+                "warning",
+            )
+        )
+    if max(len(r.seeds) for r in rows) < 2:
+        notes.append(
+            Paragraph(
+                "Every arm finished a single seed at most: there are no confidence intervals and "
+                "no tests, since both need at least two seeds per arm. Differences below the "
+                "seed-to-seed spread of a comparable sweep mean nothing; rerun with "
+                "`--seeds 0,1,2`.",
+                "warning",
+            )
+        )
+    if all(r.baseline is None for r in rows):
+        notes.append(
+            Paragraph(
+                "No `standard`/`pre` arm in this sweep: no differences are computed (name one "
+                "with `--baseline ARM`).",
+                "note",
+            )
+        )
+    return notes
