@@ -23,6 +23,11 @@
 #   NAS_HEAD_IP      the head's address on the cluster network, if the first address of
 #                    `hostname -I` is on the wrong interface
 #
+# Preemption and the job's time limit: Slurm sends SIGTERM to the job's processes, and
+# `nas sweep` handles it as Ctrl-C (trials' runs marked killed, state saved, exit status 143);
+# resubmitting the same command (or `#SBATCH --requeue`) resumes it. To end cleanly before the
+# limit instead, pass `--time-budget HOURS` a little under it (exit status 75).
+#
 # Ray binds its ports on all interfaces; token authentication (RAY_AUTH_MODE=token, one token
 # shared by head, workers and driver) keeps other users on the network out of the cluster.
 #

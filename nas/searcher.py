@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 from nas.tracking import RecordedTrial
-from reports.schema import FINAL_OF, Metric, Report, Status
+from reports.schema import FINAL_OF, Metric, Status
 from search_spaces.distributions import Choice, Distribution, Fixed, FloatRange, IntRange
 from search_spaces.space import Space
 
@@ -71,23 +71,6 @@ def objective_values(
     return values if all(math.isfinite(v) for v in values) else None
 
 
-def settled_reports(
-    recorded: Mapping[str, RecordedTrial], space: Space, worst: Mapping[str, float]
-) -> dict[str, dict[str, Any]]:
-    """key -> the Tune values a repeated proposal of a settled trial reports back."""
-    out = {}
-    for key, trial in recorded.items():
-        if trial.status in RERUN:
-            continue
-        values = objective_values(trial, space, worst)
-        if values is not None:
-            out[key] = {
-                **{o.key: v for o, v in zip(space.objectives, values, strict=True)},
-                Report.STATUS: trial.status.value if trial.status else "",
-            }
-    return out
-
-
 def searcher(
     space: Space, recorded: Mapping[str, RecordedTrial], worst: Mapping[str, float]
 ) -> Any:
@@ -95,10 +78,13 @@ def searcher(
     from ray.tune.search.optuna import OptunaSearch
 
     dists = {k: optuna_distribution(d) for k, d in space.params.items()}
+    # Seeded by how many trials the record holds: deterministic for a given record, and a
+    # continued study does not replay the first invocation's random start-up proposals.
+    seed = len(recorded)
     sampler = (
-        optuna.samplers.TPESampler(seed=0)
+        optuna.samplers.TPESampler(seed=seed)
         if space.sampler == "tpe"
-        else optuna.samplers.RandomSampler(seed=0)
+        else optuna.samplers.RandomSampler(seed=seed)
     )
     storage = optuna.storages.InMemoryStorage()
     directions: list[Literal["minimize", "maximize"]] = [

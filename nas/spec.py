@@ -63,6 +63,8 @@ def search_spec(base: RunConfig, space: Space, point: Mapping[str, Any], seed: i
     return TrialSpec(trial_key(arm, point, seed), arm, point, seed, config)
 
 
-def infeasible_key(space: Space, point: Mapping[str, Any], seed: int) -> str:
-    """The key of a proposal the configuration rejected (it has no config to carry)."""
-    return trial_key(arm_label("", point, space), point, seed)
+def proposal_identity(space: Space, point: Mapping[str, Any], seed: int) -> tuple[str, str]:
+    """(key, arm label) of a proposal the configuration rejected (it has no config to carry)."""
+    point = {k: v for k, v in point.items() if k != SEED_KEY}
+    arm = arm_label("", point, space)
+    return trial_key(arm, point, seed), arm

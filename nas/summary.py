@@ -57,8 +57,13 @@ def summarize(
         (o for o in results if o.status == Status.FINISHED and math.isfinite(o.loss)),
         key=lambda o: o.loss,
     )
-    tally = ", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "no trials"
-    print(f"\nsweep {name}: {tally}, {len(skipped)} skipped")
+    order = [s.value for s in Status] + ["running", NOT_STARTED]
+    others = ", ".join(f"{counts[s]} {s}" for s in order[1:] if counts[s])
+    print(
+        f"\nsweep {name}: {counts[Status.FINISHED.value]} finished"
+        + (f", {others}" if others else "")
+        + f", {len(skipped)} skipped"
+    )
     if len(objectives) > 1:
         _print_front(finished, objectives)
     else:

@@ -238,8 +238,6 @@ def _versions() -> dict[str, str]:
 def _context(
     opts: SweepOptions, p: Plan, record: SweepRecord, recorded: dict[str, RecordedTrial]
 ) -> SweepContext:
-    from nas.searcher import settled_reports
-
     tags = {
         Tag.SPACE: p.space.name,
         Tag.VERSION: package_version(),
@@ -256,7 +254,6 @@ def _context(
         tags=tags,
         worst=worst if p.space.kind == "search" else {},
         resume_from={k: tuple(str(c) for c in v) for k, v in checkpoints.items()},
-        settled=settled_reports(recorded, p.space, worst) if p.space.kind == "search" else {},
         trial_timeout_s=None if opts.trial_timeout_min is None else opts.trial_timeout_min * 60,
         deadline=None if opts.time_budget_h is None else time.time() + opts.time_budget_h * 3600,
     )

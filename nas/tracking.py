@@ -191,22 +191,30 @@ def _children(client: Any, record: SweepRecord) -> list[Any]:
 
 def recorded_trials(record: SweepRecord) -> dict[str, RecordedTrial]:
     """The sweep's child runs by trial key (one each: keys are found again, never duplicated)."""
-    out: dict[str, RecordedTrial] = {}
-    for run in _children(_client(record.uri), record):
-        tags = run.data.tags
-        status = tags.get(Tag.STATUS)
-        out[tags[Tag.TRIAL_KEY]] = RecordedTrial(
-            run_id=run.info.run_id,
-            key=tags[Tag.TRIAL_KEY],
-            arm=tags.get(Tag.ARM, ""),
-            seed=int(tags.get(Tag.SEED, "0")),
-            status=Status(status) if status else None,
-            run_status=run.info.status,
-            reason=tags.get(Tag.REASON, ""),
-            params=dict(run.data.params),
-            metrics=dict(run.data.metrics),
-        )
-    return out
+    trials = (_recorded(run) for run in _children(_client(record.uri), record))
+    return {t.key: t for t in trials}
+
+
+def find_trial(record: SweepRecord, key: str) -> RecordedTrial | None:
+    """One trial's run, if the record has it."""
+    found = _find_trial(_client(record.uri), record, key)
+    return None if found is None else _recorded(found)
+
+
+def _recorded(run: Any) -> RecordedTrial:
+    tags = run.data.tags
+    status = tags.get(Tag.STATUS)
+    return RecordedTrial(
+        run_id=run.info.run_id,
+        key=tags[Tag.TRIAL_KEY],
+        arm=tags.get(Tag.ARM, ""),
+        seed=int(tags.get(Tag.SEED, "0")),
+        status=Status(status) if status else None,
+        run_status=run.info.status,
+        reason=tags.get(Tag.REASON, ""),
+        params=dict(run.data.params),
+        metrics=dict(run.data.metrics),
+    )
 
 
 def set_outcome(

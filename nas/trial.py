@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from nas.checkpoints import CKPT_NAME
-from nas.spec import TrialSpec, infeasible_key, search_spec
-from nas.tracking import SweepRecord, TrialRun
-from reports.schema import GRID_PARAM, Metric, Report, Status, Tag
+from nas.spec import TrialSpec, proposal_identity, search_spec
+from nas.tracking import SweepRecord, TrialRun, find_trial
+from reports.schema import GRID_PARAM, SETTLED, Metric, Report, Status, Tag
 from search_spaces.space import Space
 from trainers.config import RunConfig
 
@@ -42,9 +42,6 @@ class SweepContext:
     worst: Mapping[str, float] = field(default_factory=dict)
     # key -> checkpoint files (newest first) written for it by earlier invocations
     resume_from: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
-    # key -> the Tune values of a trial already settled in the record (a search proposing a
-    # point it has run before gets them back instead of a second run)
-    settled: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     trial_timeout_s: float | None = None
     deadline: float | None = None  # time.time() after which no trial starts (--time-budget)
 
@@ -60,7 +57,7 @@ class SweepContext:
         try:
             return self.spec_for(config).key
         except ValueError:
-            return infeasible_key(self.space, config, self.seed)
+            return proposal_identity(self.space, config, self.seed)[0]
 
 
 def run_trial(config: dict[str, Any], ctx: SweepContext) -> None:
@@ -79,8 +76,7 @@ def run_trial(config: dict[str, Any], ctx: SweepContext) -> None:
     except ValueError as err:  # a sampler proposed an invalid combination: no training spent
         _infeasible(ctx, config, tags, str(err))
         return
-    if spec.key in ctx.settled:  # already in the record: tell the searcher, run nothing twice
-        tune.report({**ctx.settled[spec.key], Report.KEY: spec.key})
+    if _settled(ctx, spec.key):  # a search proposed a point it has run: nothing runs twice
         return
     tags |= {Tag.ARM: spec.arm, Tag.SEED: str(spec.seed), Tag.HARDWARE: _hardware()}
     run = TrialRun(ctx.record, spec.key, flatten(spec.config), tags)
@@ -95,6 +91,26 @@ def run_trial(config: dict[str, Any], ctx: SweepContext) -> None:
         run.client.set_tag(run.run_id, Tag.REASON, first_line(err)[:5000])
         raise
     _finish(run, spec, result, ctx, time.perf_counter() - start)
+
+
+def _settled(ctx: SweepContext, key: str) -> bool:
+    """Report a trial the record already settled (a search's repeated proposal: the same
+    point and seed train to the same result) with its recorded values, instead of running it
+    again."""
+    from ray import tune
+
+    from nas.searcher import objective_values
+
+    recorded = find_trial(ctx.record, key)
+    if recorded is None or recorded.status not in SETTLED:
+        return False
+    values = objective_values(recorded, ctx.space, ctx.worst) if ctx.worst else None
+    objectives = dict(ctx.worst)
+    if values is not None:
+        objectives = {o.key: v for o, v in zip(ctx.space.objectives, values, strict=True)}
+    status = {Report.STATUS: recorded.status.value, Report.KEY: key, Report.REPEAT: 1}
+    tune.report({**objectives, **status})
+    return True
 
 
 def _finish(run: TrialRun, spec: TrialSpec, result: Any, ctx: SweepContext, trial_s: float) -> None:
@@ -158,8 +174,8 @@ def _infeasible(
     every objective, so it learns to avoid the region."""
     from ray import tune
 
-    key = infeasible_key(ctx.space, config, ctx.seed)
-    run = TrialRun(ctx.record, key, dict(config), {**tags, Tag.SEED: str(ctx.seed)})
+    key, arm = proposal_identity(ctx.space, config, ctx.seed)
+    run = TrialRun(ctx.record, key, dict(config), {**tags, Tag.ARM: arm, Tag.SEED: str(ctx.seed)})
     run.end(Status.INFEASIBLE, reason, 0)
     report = {Report.STATUS: Status.INFEASIBLE.value, Report.REASON: reason, Report.KEY: key}
     tune.report({**ctx.worst, **report})

@@ -121,6 +121,7 @@ class Report:
     REASON = "nas_reason"
     KEY = "nas_key"  # the TrialSpec key
     END_STEP = "nas_end_step"  # on the last report: the step the trial ended at
+    REPEAT = "nas_repeat"  # a search proposal the record had settled: reported, not run
 
 
 def tune_key(metric: str) -> str:

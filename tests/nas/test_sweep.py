@@ -69,16 +69,17 @@ def test_grid_sweep_records_one_child_run_per_cell_and_resumes_without_duplicate
     re-runs nothing and records nothing twice."""
     proc = _sweep(tmp_path, "smoke")
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "2 finished, 0 failed" in proc.stdout
+    assert "sweep smoke: 2 finished, 0 skipped" in proc.stdout
     runs, client = _runs(tmp_path, "smoke")
     parents = [r for r in runs if r.data.tags.get("nas.role") == "sweep"]
     children = [r for r in runs if r.data.tags.get("nas.role") == "trial"]
     assert len(parents) == 1 and len(children) == 2
     parent = parents[0]
     assert parent.info.status == "FINISHED" and parent.data.metrics["sweep/finished"] == 2
+    assert parent.data.params["train.max_steps"] == "20"  # the base configuration
     for child in children:
         assert child.data.tags["mlflow.parentRunId"] == parent.info.run_id
-        assert child.info.status == "FINISHED"
+        assert child.info.status == "FINISHED" and child.data.tags["nas.status"] == "finished"
         assert child.data.params["model.residual"] in ("standard", "block_attnres")
         assert child.data.params["train.seed"] == "0"
         steps = [m.step for m in client.get_metric_history(child.info.run_id, "val/loss")]
@@ -93,6 +94,7 @@ def test_grid_sweep_records_one_child_run_per_cell_and_resumes_without_duplicate
     )
     best = build_config(str(tmp_path / "ray" / "smoke" / "best-config.yaml"))
     assert best.model.residual == best_line.split()[2] and best.train.max_steps == 20
+    assert "nothing to run" not in proc.stdout
 
     # the recorded trial retrains from its logged configuration and seed to the same loss
     child = children[0]
@@ -126,6 +128,7 @@ def test_grid_sweep_records_one_child_run_per_cell_and_resumes_without_duplicate
 
     again = _sweep(tmp_path, "smoke")
     assert again.returncode == 0, again.stderr[-3000:]
+    assert "all 2 planned trials are settled in the record; nothing to run" in again.stdout
     runs_after, _ = _runs(tmp_path, "smoke")
     assert len(runs_after) == len(runs)  # no duplicate runs
     history = client.get_metric_history(children[0].info.run_id, "val/loss")
@@ -188,20 +191,27 @@ objectives: [{metric: val/loss}, {metric: params}]
 
 
 def test_multi_objective_search_reports_infeasible_proposals_at_once(tmp_path: Path) -> None:
-    """A two-objective search: every proposal gets a child run; the ones the configuration
-    rejects are tagged infeasible with the reason and have no metrics (no training spent); the
-    others record both objectives; the summary prints the Pareto front."""
+    """A two-objective search: every distinct proposal gets one child run (a point proposed
+    again is answered from the record: same point, same seed, same result); the ones the
+    configuration rejects are tagged infeasible with the reason and have no metrics (no
+    training spent); the others record both objectives; the summary prints the Pareto front."""
     space = tmp_path / "pareto.yaml"
     space.write_text(PARETO_SEARCH)
     proc = _sweep(tmp_path, str(space), "--name", "pareto")
     assert proc.returncode == 0, proc.stderr[-3000:]
     runs, _ = _runs(tmp_path, "pareto")
     children = [r for r in runs if r.data.tags.get("nas.role") == "trial"]
-    assert len(children) == 6
+    points = {(c.data.params["model.n_layers"], c.data.params["model.n_heads"]) for c in children}
+    assert len(points) == len(children) <= 6
+    proposals = list((tmp_path / "ray" / "pareto").glob("tune-0001/*/params.json"))
+    assert len(proposals) == 6
+    distinct = {tuple(sorted(json.loads(p.read_text()).items())) for p in proposals}
+    assert len(distinct) == len(children)
     bad = [c for c in children if c.data.params.get("model.n_heads") == "3"]
     good = [c for c in children if c.data.params.get("model.n_heads") == "2"]
-    assert bad and good and len(bad) + len(good) == 6
-    assert all("n_heads" in c.data.tags["nas.infeasible"] and not c.data.metrics for c in bad)
+    assert bad and good and len(bad) + len(good) == len(children)
+    assert all(c.data.tags["nas.status"] == "infeasible" for c in bad)
+    assert all("n_heads" in c.data.tags["nas.reason"] and not c.data.metrics for c in bad)
     assert all("final/val_loss" in c.data.metrics for c in good)
     assert f"{len(bad)} infeasible" in proc.stdout
     assert "Pareto front (val/loss min, params min):" in proc.stdout
@@ -263,10 +273,11 @@ params: {model.n_layers: [1, 2, 3]}
 """
 
 
-def test_interrupted_sweep_resumes_from_checkpoints_without_duplicates(tmp_path: Path) -> None:
-    """Ctrl-C after the first trials finish: the sweep says what is unfinished and exits 130;
-    the same command then finishes only the interrupted trial, from its last checkpoint, and
-    the record holds exactly one run per trial, all finished."""
+def test_terminated_sweep_resumes_from_checkpoints_without_duplicates(tmp_path: Path) -> None:
+    """SIGTERM (a cluster scheduler's preemption; handled as Ctrl-C) after the first trials
+    finish: the interrupted trial's run is marked killed, nothing is left RUNNING, the sweep
+    exits 143; the same command then finishes only the interrupted trial, from its last
+    checkpoint, and the record holds exactly one run per trial, all finished."""
     space = tmp_path / "space.yaml"
     space.write_text(INTERRUPTIBLE)
     env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"}
@@ -286,26 +297,28 @@ def test_interrupted_sweep_resumes_from_checkpoints_without_duplicates(tmp_path:
     log = (tmp_path / "first.txt").open("w")
     proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=log, stderr=subprocess.DEVNULL, env=env)
     deadline = time.monotonic() + 300
-    while (tmp_path / "first.txt").read_text().count("] done ") < 2:
+    while (tmp_path / "first.txt").read_text().count("] finished ") < 2:
         assert proc.poll() is None and time.monotonic() < deadline, "sweep ended too early"
         time.sleep(0.5)
     while "n_layers=3 seed 0" not in (tmp_path / "first.txt").read_text():
         assert time.monotonic() < deadline, "the third trial never reported"
         time.sleep(0.5)
-    proc.send_signal(signal.SIGINT)
-    assert proc.wait(timeout=120) == 130
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=120) == 143
     first = (tmp_path / "first.txt").read_text()
-    assert "2 finished, 0 failed, 0 infeasible, 1 unfinished" in first
+    assert "sweep cut: 2 finished, 1 killed" in first
 
     runs, client = _runs(tmp_path, "cut")
+    assert not [r for r in runs if r.info.status == "RUNNING"]
     third = next(r for r in runs if r.data.tags.get("nas.arm", "").endswith("n_layers=3"))
+    assert third.info.status == "KILLED" and third.data.tags["nas.status"] == "killed"
     steps_before = [m.step for m in client.get_metric_history(third.info.run_id, "val/loss")]
     assert steps_before and max(steps_before) < 149
 
     again = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=600, env=env)
     assert again.returncode == 0, again.stderr[-3000:]
-    assert "3 finished, 0 failed, 0 infeasible, 0 unfinished" in again.stdout
-    assert again.stdout.count("] done ") == 1  # only the interrupted trial ran again
+    assert "sweep cut: 3 finished, 0 skipped" in again.stdout
+    assert again.stdout.count("] finished ") == 1  # only the interrupted trial ran again
     assert "[##############################] 3/3 trials" in again.stdout, again.stdout
     runs, client = _runs(tmp_path, "cut")
     trials = [r for r in runs if r.data.tags.get("nas.role") == "trial"]
@@ -355,7 +368,7 @@ def test_killed_driver_resumes_without_losing_or_duplicating_runs(tmp_path: Path
             cmd, cwd=tmp_path, capture_output=True, text=True, timeout=600, env=env
         )
         assert again.returncode == 0, again.stderr[-3000:]
-        assert "3 finished, 0 failed, 0 infeasible, 0 unfinished" in again.stdout
+        assert "sweep killed: 3 finished, 0 skipped" in again.stdout
     finally:
         _kill_processes_naming(str(ray_tmp))
         shutil.rmtree(ray_tmp, ignore_errors=True)
@@ -367,11 +380,9 @@ def test_killed_driver_resumes_without_losing_or_duplicating_runs(tmp_path: Path
     for r in trials:
         steps = [m.step for m in client.get_metric_history(r.info.run_id, "val/loss")]
         assert sorted(steps) == [24, 49, 74, 99, 124, 149]
-    # the finished sweep kept at most each trial folder's last checkpoint (a trial Tune had not
-    # yet recorded when the driver died runs again in a new folder)
-    trial_dirs = [d for d in (tmp_path / "ray" / "killed").iterdir() if d.is_dir()]
-    assert len(trial_dirs) >= 3
-    assert all(len(list(d.glob("checkpoint_*"))) <= 1 for d in trial_dirs)
+    # the settled sweep kept one checkpoint per trial: the newest of its key
+    marks = list((tmp_path / "ray" / "killed").glob("tune-*/*/checkpoint_*/nas-checkpoint.json"))
+    assert len(marks) == len({json.loads(m.read_text())["key"] for m in marks}) == 3
 
 
 def _kill_processes_naming(text: str) -> None:

@@ -1,0 +1,321 @@
+"""A research campaign against the real parts (local Ray, MLflow SQLite store, Lightning trials):
+a sweep extended by seeds and by arms, a changed plan refused, --restart, a real divergence, a
+trial time-out, a time budget, a trial worker killed mid-trial. Each test counts runs, statuses
+and metric steps in the store."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from reports.schema import (
+    GRID_PARAM,
+    PLANS_FOLDER,
+    RUN_STATUS,
+    Metric,
+    Report,
+    Status,
+    Tag,
+    tune_key,
+)
+from tests.nas.test_sweep import _kill_processes_naming, _runs, _sweep
+
+BASE = """\
+description: a campaign on the smoke base
+base: {model.d_model: 32, model.n_heads: 2, model.n_layers: 2, model.seq_len: 64,
+       train.batch_size: 4, train.max_steps: 20, train.val_every: 10, train.val_batches: 2,
+       train.warmup_steps: 2, train.diagnostics_batch: 2, data.max_bytes: 1000000,
+       model.attnres_blocks: 2}
+seeds: [0]
+"""
+ONE_ARM = BASE + "arms: {standard: {model.residual: standard}}\n"
+TWO_ARMS = BASE + (
+    "arms: {standard: {model.residual: standard}, block: {model.residual: block_attnres}}\n"
+)
+EDITED = BASE + (
+    "arms: {standard: {model.residual: standard, train.lr: 0.01}, "
+    "block: {model.residual: block_attnres}}\n"
+)
+
+
+def _trials(tmp: Path, name: str) -> tuple[list[Any], list[Any], Any]:
+    runs, client = _runs(tmp, name)
+    parents = [r for r in runs if r.data.tags.get(Tag.ROLE) == "sweep"]
+    return parents, [r for r in runs if r.data.tags.get(Tag.ROLE) == "trial"], client
+
+
+def _history(client: Any, run: Any, metric: str) -> list[int]:
+    return [m.step for m in client.get_metric_history(run.info.run_id, metric)]
+
+
+def _check_record(trials: list[Any], client: Any) -> None:
+    """The invariants of any record: no run left RUNNING, one run per key and parent, the run
+    status the trial status implies, and no metric step recorded twice."""
+    assert not [r for r in trials if r.info.status == "RUNNING"]
+    keys = [(r.data.tags[Tag.PARENT], r.data.tags[Tag.TRIAL_KEY]) for r in trials]
+    assert len(keys) == len(set(keys))
+    for r in trials:
+        assert r.info.status == RUN_STATUS[Status(r.data.tags[Tag.STATUS])]
+        for metric in (Metric.VAL_LOSS, Metric.TRAIN_LOSS):
+            steps = _history(client, r, metric)
+            assert len(steps) == len(set(steps)), (metric, steps)
+
+
+def _finished_lines(stdout: str) -> int:
+    return stdout.count("] finished ")
+
+
+def _tune_dirs(tmp: Path, name: str) -> list[Path]:
+    return sorted((tmp / "ray" / name).glob("tune-*"))
+
+
+def test_extend_by_seeds_and_arms_refuse_a_changed_plan_and_restart(tmp_path: Path) -> None:
+    """The campaign of the issue: a one-arm, one-seed sweep; the same command with a second
+    seed runs only the new cell; an added arm runs only its cells; the summary and
+    best-config.yaml name each trial by what it ran (the old index remap named a block_attnres
+    trial 'standard'); --set and an edited arm are refused with the keys, before anything is
+    written; --restart archives the state and starts a new parent. Every record invariant
+    holds after each step."""
+    space = tmp_path / "camp.yaml"
+    space.write_text(ONE_ARM)
+    first = _sweep(tmp_path, str(space), "--name", "camp")
+    assert first.returncode == 0, first.stderr[-3000:]
+    parents, trials, client = _trials(tmp_path, "camp")
+    assert len(parents) == 1 and len(trials) == 1
+    seed0_steps = _history(client, trials[0], Metric.VAL_LOSS)
+
+    more_seeds = _sweep(tmp_path, str(space), "--name", "camp", "--seeds", "0,1")
+    assert more_seeds.returncode == 0, more_seeds.stderr[-3000:]
+    assert _finished_lines(more_seeds.stdout) == 1  # only seed 1 ran
+    more_arms = _sweep(tmp_path, str(space), "--name", "camp", "--seeds", "0,1")
+    assert "nothing to run" in more_arms.stdout  # the same plan again: settled
+    space.write_text(TWO_ARMS)
+    more_arms = _sweep(tmp_path, str(space), "--name", "camp", "--seeds", "0,1")
+    assert more_arms.returncode == 0, more_arms.stderr[-3000:]
+    assert _finished_lines(more_arms.stdout) == 2  # only the new arm's two seeds ran
+
+    parents, trials, client = _trials(tmp_path, "camp")
+    assert len(parents) == 1 and len(trials) == 4
+    _check_record(trials, client)
+    cells = {(r.data.tags[Tag.ARM], r.data.tags[Tag.SEED]): r for r in trials}
+    assert set(cells) == {("standard", "0"), ("standard", "1"), ("block", "0"), ("block", "1")}
+    assert _history(client, cells["standard", "0"], Metric.VAL_LOSS) == seed0_steps
+    for (arm, seed), run in cells.items():
+        residual = "standard" if arm == "standard" else "block_attnres"
+        assert run.data.params["model.residual"] == residual
+        assert run.data.params["train.seed"] == seed
+    # every ranked line of the summary names the trial whose loss it prints
+    for line in more_arms.stdout.splitlines():
+        if line.startswith("  val_loss "):
+            _, loss, arm, _, seed, *_ = line.split()
+            recorded = cells[arm, seed].data.metrics[Metric.FINAL_VAL_LOSS]
+            assert abs(float(loss) - recorded) < 1e-4
+    best = min(trials, key=lambda r: r.data.metrics[Metric.FINAL_VAL_LOSS])
+    best_config = (tmp_path / "ray" / "camp" / "best-config.yaml").read_text()
+    assert f"residual: {best.data.params['model.residual']}" in best_config
+    plans = client.list_artifacts(parents[0].info.run_id, PLANS_FOLDER)
+    assert len(plans) == 4  # one per invocation that ran
+
+    before = (len(trials), len(_tune_dirs(tmp_path, "camp")), len(plans))
+    changed = _sweep(tmp_path, str(space), "--name", "camp", "--set", "train.lr=0.01")
+    assert changed.returncode == 2 and "Traceback" not in changed.stderr
+    assert len(changed.stderr.strip().splitlines()) == 1
+    assert "train.lr: 0.003 -> 0.01" in changed.stderr and "--restart" in changed.stderr
+    space.write_text(EDITED)
+    edited = _sweep(tmp_path, str(space), "--name", "camp", "--seeds", "0,1")
+    assert edited.returncode == 2
+    assert "'standard seed 0' differs (train.lr: 0.003 -> 0.01)" in edited.stderr
+    parents, trials, client = _trials(tmp_path, "camp")
+    plans = client.list_artifacts(parents[0].info.run_id, PLANS_FOLDER)
+    assert (len(trials), len(_tune_dirs(tmp_path, "camp")), len(plans)) == before
+
+    restart = _sweep(tmp_path, str(space), "--name", "camp", "--restart")
+    assert restart.returncode == 0, restart.stderr[-3000:]
+    assert list(tmp_path.glob("ray/camp.archived-*/tune-0001"))
+    parents, trials, client = _trials(tmp_path, "camp")
+    old = [p for p in parents if p.data.tags.get(Tag.SUPERSEDED) == "true"]
+    new = [p for p in parents if p.data.tags.get(Tag.SUPERSEDED) != "true"]
+    assert len(old) == len(new) == 1 and old[0].info.status == "FINISHED"
+    assert new[0].data.params["train.lr"] == old[0].data.params["train.lr"] == "0.003"
+    fresh = [t for t in trials if t.data.tags[Tag.PARENT] == new[0].info.run_id]
+    assert len(trials) == 6 and len(fresh) == 2  # seed 0 of each arm, under the new parent
+    assert {t.data.params["train.lr"] for t in fresh if t.data.tags[Tag.ARM] == "standard"} == {
+        "0.01"
+    }
+    _check_record(trials, client)
+    _check_schema(tmp_path, "camp", parents, trials)
+
+
+def _check_schema(tmp: Path, name: str, parents: list[Any], trials: list[Any]) -> None:
+    """What the sweep wrote is what reports.schema names: every nas tag, every metric apart
+    from the dilution summaries, and every key of every Tune report."""
+    from ray.tune.result import AUTO_RESULT_KEYS
+
+    tags = {v for k, v in vars(Tag).items() if not k.startswith("_")}
+    metrics = {v for k, v in vars(Metric).items() if not k.startswith("_")}
+    for run in [*parents, *trials]:
+        written = {k for k in run.data.tags if k.startswith("nas.")}
+        assert written <= tags, written - tags
+    for run in trials:
+        required = {Tag.TRIAL_KEY, Tag.ARM, Tag.SEED, Tag.STATUS, Tag.CONFIG_HASH, Tag.TRIAL_ID}
+        assert required <= run.data.tags.keys()
+        for metric in run.data.metrics:
+            assert metric in metrics or metric.startswith(Metric.DILUTION_PREFIX), metric
+    reported = {v for k, v in vars(Report).items() if not k.startswith("_")}
+    reported |= {tune_key(m) for m in metrics} | set(AUTO_RESULT_KEYS)
+    reported |= {"done", "trial_id", "experiment_tag", "should_checkpoint", "timesteps_total"}
+    seen = 0
+    for result in (tmp / "ray").glob(f"{name}*/tune-*/*/result.json"):
+        for line in result.read_text().splitlines():
+            keys = set(json.loads(line))
+            extra = {k for k in keys - reported if not k.startswith(tune_key("dilution/"))}
+            assert not extra, extra
+            seen += 1
+        assert GRID_PARAM in json.loads(result.read_text().splitlines()[0])["config"]
+    assert seen
+
+
+def test_a_diverging_sweep_records_the_divergence_as_a_result(tmp_path: Path) -> None:
+    """A learning rate of 1000: every trial ends diverged at the step the loss went bad (not
+    retried by Tune, not a crash in the dilution profile), its run FAILED with the reason and
+    step, only finite values recorded, and the report counts the divergences."""
+    proc = _sweep(tmp_path, "smoke", "--name", "diverge", "--set", "train.lr=1000")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "sweep diverge: 0 finished, 2 diverged" in proc.stdout
+    parents, trials, client = _trials(tmp_path, "diverge")
+    assert len(trials) == 2
+    _check_record(trials, client)
+    for run in trials:
+        assert run.data.tags[Tag.STATUS] == "diverged" and run.info.status == "FAILED"
+        step = int(run.data.tags[Tag.STATUS_STEP])
+        assert 0 < step < 20 and f"at step {step}" in run.data.tags[Tag.REASON]
+        assert "svd" not in run.data.tags[Tag.REASON]
+        assert all(abs(v) < float("inf") for v in run.data.metrics.values())
+        assert run.data.metrics[Metric.FINAL_STEPS] == step
+    assert parents[0].data.metrics["sweep/diverged"] == 2
+    report = subprocess.run(
+        [sys.executable, "-m", "nas.cli", "report", "diverge", "--tracking-uri",
+         f"sqlite:///{tmp_path / 'mlflow.db'}"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert report.returncode == 0, report.stderr[-3000:]
+    assert "diverged" in (tmp_path / "nas-reports" / "diverge" / "report.md").read_text()
+
+
+def test_trial_timeout_ends_each_trial_timed_out(tmp_path: Path) -> None:
+    """--trial-timeout shorter than one step: every trial ends timed_out after its first step,
+    its run FAILED with the reason, and the sweep is settled (the same command runs nothing)."""
+    proc = _sweep(tmp_path, "smoke", "--name", "slow", "--trial-timeout", "0.0001")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    _, trials, client = _trials(tmp_path, "slow")
+    assert len(trials) == 2
+    _check_record(trials, client)
+    for run in trials:
+        assert run.data.tags[Tag.STATUS] == "timed_out" and run.info.status == "FAILED"
+        assert "limit" in run.data.tags[Tag.REASON]
+        assert int(run.data.tags[Tag.STATUS_STEP]) < 20
+    again = _sweep(tmp_path, "smoke", "--name", "slow", "--trial-timeout", "0.0001")
+    assert "nothing to run" in again.stdout
+
+
+def test_time_budget_defers_trials_and_the_same_command_continues(tmp_path: Path) -> None:
+    """A time budget spent before the first trial starts: no trial runs, the sweep exits 75
+    with its parent KILLED and every trial 'not started'; the same command without the budget
+    then runs them all, once each."""
+    proc = _sweep(tmp_path, "smoke", "--name", "budget", "--time-budget", "0.00001")
+    assert proc.returncode == 75, proc.stderr[-3000:]
+    assert "2 not started" in proc.stdout
+    parents, trials, _ = _trials(tmp_path, "budget")
+    assert len(parents) == 1 and parents[0].info.status == "KILLED" and not trials
+    again = _sweep(tmp_path, "smoke", "--name", "budget")
+    assert again.returncode == 0, again.stderr[-3000:]
+    parents, trials, client = _trials(tmp_path, "budget")
+    assert len(trials) == 2 and parents[0].info.status == "FINISHED"
+    _check_record(trials, client)
+
+
+ONE_LONG_TRIAL = """\
+description: one trial, long enough to kill its worker
+base: {model.d_model: 32, model.n_heads: 2, model.n_layers: 2, model.seq_len: 64,
+       train.batch_size: 4, train.max_steps: 150, train.val_every: 25, train.val_batches: 2,
+       train.warmup_steps: 2, train.diagnostics_batch: 2, data.max_bytes: 1000000}
+"""
+
+
+def _worker_pids(ray_tmp: str) -> list[int]:
+    """The trial workers (Ray renames them ``ray::ImplicitFunc.train``) of this test's Ray."""
+    from tests.nas.test_cluster import _pids_naming
+
+    out = []
+    for pid in _pids_naming(ray_tmp):
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if cmdline.startswith(b"ray::ImplicitFunc"):
+            out.append(pid)
+    return out
+
+
+def test_a_killed_trial_worker_is_retried_from_its_checkpoint_into_the_same_run(
+    tmp_path: Path,
+) -> None:
+    """SIGKILL of the trial's worker process after its second validation: Tune retries the
+    trial from its checkpoint into the same MLflow run, which ends finished with every
+    validation step once."""
+    space = tmp_path / "long.yaml"
+    space.write_text(ONE_LONG_TRIAL)
+    ray_tmp = Path(tempfile.mkdtemp(prefix="nas-worker-", dir="/tmp"))
+    env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true", "RAY_TMPDIR": str(ray_tmp)}
+    cmd = [sys.executable, "-m", "nas.cli", "sweep", str(space), "--name", "worker",
+           "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}",
+           "--storage-path", str(tmp_path / "ray")]  # fmt: skip
+    try:
+        log = (tmp_path / "out.txt").open("w")
+        proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT, env=env)
+        deadline = time.monotonic() + 300
+        while " step 50 " not in (tmp_path / "out.txt").read_text():
+            assert proc.poll() is None and time.monotonic() < deadline, "sweep ended too early"
+            time.sleep(0.2)
+        workers = _worker_pids(str(ray_tmp))
+        assert len(workers) == 1
+        os.kill(workers[0], signal.SIGKILL)
+        assert proc.wait(timeout=600) == 0, (tmp_path / "out.txt").read_text()[-3000:]
+    finally:
+        _kill_processes_naming(str(ray_tmp))
+        shutil.rmtree(ray_tmp, ignore_errors=True)
+    _, trials, client = _trials(tmp_path, "worker")
+    assert len(trials) == 1 and trials[0].data.tags[Tag.STATUS] == "finished"
+    _check_record(trials, client)
+    assert _history(client, trials[0], Metric.VAL_LOSS) == [24, 49, 74, 99, 124, 149]
+
+
+def test_more_trials_continue_the_same_search(tmp_path: Path) -> None:
+    """--trials 5 after a finished 3-trial TPE search runs only the 2 new proposals, with the
+    earlier 3 in the study (their runs untouched); the record holds 5 distinct trials."""
+    from tests.nas.test_sweep import TINY_SEARCH
+
+    space = tmp_path / "search.yaml"
+    space.write_text(TINY_SEARCH)
+    first = _sweep(tmp_path, str(space), "--name", "more")
+    assert first.returncode == 0, first.stderr[-3000:]
+    _, before, client = _trials(tmp_path, "more")
+    assert len(before) == 3
+    more = _sweep(tmp_path, str(space), "--name", "more", "--trials", "5")
+    assert more.returncode == 0, more.stderr[-3000:]
+    assert "3 settled earlier" in more.stdout
+    _, after, client = _trials(tmp_path, "more")
+    assert len(after) == 5 and {r.info.run_id for r in before} < {r.info.run_id for r in after}
+    _check_record(after, client)
+    for run in before:
+        again = next(r for r in after if r.info.run_id == run.info.run_id)
+        assert again.data.metrics == run.data.metrics
+    assert len({r.data.params["train.lr"] for r in after}) == 5

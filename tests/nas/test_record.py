@@ -1,0 +1,137 @@
+"""The pieces of the trial record that need no Ray: trial keys, the plan check, checkpoints found
+by key, the searcher's warm start from recorded trials."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from nas.checkpoints import CKPT_NAME, latest_checkpoints, next_experiment, write_mark
+from nas.plan_check import conflicts, differences
+from nas.spec import grid_specs, search_spec, trial_key
+from nas.tracking import RecordedTrial, StoredSweep, SweepRecord
+from reports.schema import Status
+from search_spaces import BUILTIN, grid_cells
+from search_spaces.distributions import Choice, FloatRange
+from search_spaces.space import Objective, Space
+from trainers.config import RunConfig, flatten
+
+
+def test_trial_key_depends_on_content_not_order_or_invocation() -> None:
+    """The same cell has the same key whatever the dict order; arm, point and seed each
+    change it; the seed inside the point is not counted twice."""
+    a = trial_key("std", {"model.n_layers": 4, "train.lr": 0.01}, 0)
+    assert a == trial_key("std", {"train.lr": 0.01, "model.n_layers": 4}, 0)
+    assert a == trial_key("std", {"train.lr": 0.01, "model.n_layers": 4, "train.seed": 0}, 0)
+    others = {
+        trial_key("blk", {"model.n_layers": 4, "train.lr": 0.01}, 0),
+        trial_key("std", {"model.n_layers": 8, "train.lr": 0.01}, 0),
+        trial_key("std", {"model.n_layers": 4, "train.lr": 0.01}, 1),
+    }
+    assert a not in others and len(others) == 3
+
+
+def test_extending_a_grid_keeps_every_existing_key() -> None:
+    """More seeds and more arms add keys; the keys of the cells already planned stay the same
+    (what lets a later invocation extend a sweep instead of remapping it)."""
+    space = BUILTIN["quick"]
+    small = replace(space, seeds=(0,), arms={"standard": space.arms["standard"]})
+    keys = {s.key for s in grid_specs(grid_cells(small, RunConfig())[0])}
+    big = {s.key for s in grid_specs(grid_cells(space, RunConfig())[0])}
+    assert keys < big and len(big) == len(grid_specs(grid_cells(space, RunConfig())[0]))
+
+
+SEARCH = Space(
+    name="s",
+    description="",
+    kind="search",
+    params={"train.lr": FloatRange(1e-4, 1e-2, log=True), "model.d_model": Choice((32, 64))},
+    trials=4,
+    objectives=(Objective("val/loss"),),
+)
+
+
+def _recorded(spec, status: Status | None, metrics: dict[str, float]) -> RecordedTrial:  # type: ignore[no-untyped-def]
+    params = {k: str(v) for k, v in flatten(spec.config).items()}
+    return RecordedTrial(
+        spec.key, spec.key, spec.arm, spec.seed, status, "FINISHED", "", params, metrics
+    )
+
+
+def _stored(base: RunConfig, trials: list[RecordedTrial]) -> StoredSweep:
+    record = SweepRecord("sqlite:///nowhere", "1", "p", "s")
+    base_params = {k: str(v) for k, v in flatten(base).items()}
+    return StoredSweep(record, base_params, {t.key: t for t in trials})
+
+
+def test_plan_check_refuses_a_changed_base_or_cell_and_allows_an_extension() -> None:
+    """A stored sweep continues under the same base with more cells; a changed base key, or a
+    recorded cell whose resolved configuration changed, is named with old and new values; a
+    key only one side has (a newer field) is not a difference."""
+    base = RunConfig()
+    cells, _ = grid_cells(BUILTIN["smoke"], base)
+    specs = grid_specs(cells)
+    stored = _stored(base, [_recorded(specs[0], Status.FINISHED, {})])
+    assert conflicts(stored, flatten(base), specs) == ""
+    lr = replace(base, train=replace(base.train, lr=0.01))
+    assert "train.lr: 0.003 -> 0.01" in conflicts(stored, flatten(lr), specs)
+    cell = specs[0].config
+    edited = [replace(specs[0], config=replace(cell, train=replace(cell.train, lr=0.01)))]
+    reason = conflicts(stored, flatten(base), edited)
+    assert repr(specs[0].label) in reason and "train.lr: 0.003 -> 0.01" in reason
+    assert differences({"a": "1", "old": "x"}, {"a": 1, "new": "y"}) == []
+
+
+def test_newest_loadable_checkpoint_is_found_by_key(tmp_path: Path) -> None:
+    """Checkpoints of one key across two Tune experiments come newest step first; a folder a
+    kill left without its mark or with an empty checkpoint is passed over."""
+
+    def ckpt(exp: str, trial: str, n: int, key: str, step: int, body: bytes = b"x") -> Path:
+        folder = tmp_path / exp / trial / f"checkpoint_{n:06d}"
+        folder.mkdir(parents=True)
+        (folder / CKPT_NAME).write_bytes(body)
+        write_mark(folder, key, step)
+        return folder / CKPT_NAME
+
+    old = ckpt("tune-0001", "t_a", 0, "a", 25)
+    new = ckpt("tune-0002", "t_a2", 0, "a", 50)
+    ckpt("tune-0002", "t_a2", 1, "a", 75, body=b"")  # truncated: skipped
+    half = tmp_path / "tune-0002" / "t_a2" / "checkpoint_000002"
+    half.mkdir()
+    (half / CKPT_NAME).write_bytes(b"y")  # no mark: skipped
+    other = ckpt("tune-0001", "t_b", 0, "b", 25)
+    found = latest_checkpoints(tmp_path)
+    assert found == {"a": [new, old], "b": [other]}
+    assert next_experiment(tmp_path) == "tune-0003"
+    assert json.loads((new.parent / "nas-checkpoint.json").read_text()) == {"key": "a", "step": 50}
+
+
+def test_searcher_warm_start_holds_every_settled_trial_and_reruns_the_killed() -> None:
+    """The study starts with each settled trial (worst value for a diverged one, the final
+    loss for a finished one), and proposes the killed trial's point again first, so its key
+    finds its run and checkpoint; settled trials count against --trials."""
+    pytest.importorskip("optuna")
+    from nas.searcher import remaining, searcher
+
+    base = RunConfig()
+    done = search_spec(base, SEARCH, {"train.lr": 0.001, "model.d_model": 32}, 0)
+    bad = search_spec(base, SEARCH, {"train.lr": 0.009, "model.d_model": 64}, 0)
+    cut = search_spec(base, SEARCH, {"train.lr": 0.0003, "model.d_model": 64}, 0)
+    recorded = {
+        done.key: _recorded(done, Status.FINISHED, {"final/val_loss": 2.5}),
+        bad.key: _recorded(bad, Status.DIVERGED, {}),
+        cut.key: _recorded(cut, Status.KILLED, {"val/loss": 3.0}),
+    }
+    search = searcher(SEARCH, recorded, {"val_loss": math.inf})
+    study = search._ot_study
+    values = sorted(t.value for t in study.trials if t.state.name == "COMPLETE")
+    assert values == [2.5, math.inf]
+    proposed = search.suggest("t1")
+    assert proposed == {"train.lr": 0.0003, "model.d_model": 64}
+    again = search_spec(base, SEARCH, proposed, 0)
+    assert again.key == cut.key
+    assert remaining(SEARCH, recorded) == 2
