@@ -27,15 +27,21 @@ class Outcome:
     reason: str
     metrics: Mapping[str, float]
     trial: RecordedTrial | None
+    planned: bool = True  # in this invocation's plan (an unplanned one never keeps it open)
 
     @property
     def loss(self) -> float:
         return float(self.metrics.get(Metric.FINAL_VAL_LOSS, math.nan))
 
 
-def outcomes(planned: Mapping[str, str], recorded: Mapping[str, RecordedTrial]) -> list[Outcome]:
-    """One outcome per planned trial (key -> label), plus every recorded trial the plan does
-    not name (a search's earlier proposals, cells an earlier plan had)."""
+def outcomes(
+    planned: Mapping[str, str] | None, recorded: Mapping[str, RecordedTrial]
+) -> list[Outcome]:
+    """One outcome per planned trial (key -> label; None for a search, whose plan is every
+    trial it records), plus every recorded trial a grid's plan does not name (cells an earlier
+    plan had: reported, but they do not keep this invocation's plan open)."""
+    search = planned is None
+    planned = planned or {}
     out = []
     for key, label in planned.items():
         r = recorded.get(key)
@@ -44,7 +50,8 @@ def outcomes(planned: Mapping[str, str], recorded: Mapping[str, RecordedTrial]) 
     for key, r in recorded.items():
         if key not in planned:
             status = r.status.value if r.status else "running"
-            out.append(Outcome(f"{r.arm} seed {r.seed}", status, r.reason, r.metrics, r))
+            label = f"{r.arm} seed {r.seed}"
+            out.append(Outcome(label, status, r.reason, r.metrics, r, planned=search))
     return out
 
 
@@ -75,7 +82,7 @@ def summarize(
             print(f"  {o.status} {o.label}" + (f": {o.reason}" if o.reason else ""))
     for s in skipped:
         print(f"  skipped {s.arm}: {s.reason}")
-    unsettled = [o.label for o in results if o.status in UNSETTLED]
+    unsettled = [o.label for o in results if o.status in UNSETTLED and o.planned]
     if unsettled:
         shown = ", ".join(unsettled[:8]) + (" ..." if len(unsettled) > 8 else "")
         print(f"  not finished ({shown}): run the same command again to continue")

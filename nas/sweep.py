@@ -46,7 +46,7 @@ from nas.tracking import (
     supersede,
 )
 from nas.trial import SweepContext, run_trial
-from reports.schema import GRID_PARAM, SETTLED, SKIPPED_FILE, SPACE_FILE, Tag
+from reports.schema import GRID_PARAM, SETTLED, SKIPPED_FILE, SPACE_FILE, Status, Tag
 from search_spaces import Space, get_space, grid_cells
 from search_spaces.space import Skipped, nest
 from trainers.config import RunConfig, flatten
@@ -467,10 +467,30 @@ def _fit(
 
 def _finish(p: Plan, uri: str, record: SweepRecord) -> tuple[dict[str, float], str]:
     """Close the record (trials left RUNNING are killed) and summarize it."""
-    from nas.summary import best, outcomes, print_next, summarize, write_best
+    from nas.summary import (
+        NOT_STARTED,
+        Outcome,
+        best,
+        outcomes,
+        print_next,
+        summarize,
+        write_best,
+    )
 
     close_sweep(record, {}, None)
-    results = outcomes({s.key: s.label for s in p.specs}, recorded_trials(record))
+    from nas.searcher import remaining
+
+    recorded = recorded_trials(record)
+    planned = {s.key: s.label for s in p.specs} if p.space.kind == "grid" else None
+    results = outcomes(planned, recorded)
+    if planned is None:  # a search's proposals not made yet (the time budget ran out)
+        missing = remaining(p.space, recorded) - sum(
+            t.status is None or t.status in (Status.KILLED, Status.FAILED)
+            for t in recorded.values()
+        )
+        results += [
+            Outcome(f"proposal {i + 1}", NOT_STARTED, "", {}, None) for i in range(max(0, missing))
+        ]
     summary = summarize(p.name, results, p.space.objectives, p.skipped)
     print_next(p.name, uri, resolve_tracking_uri(None), p.folder)
     top = best(results)

@@ -135,3 +135,35 @@ def test_searcher_warm_start_holds_every_settled_trial_and_reruns_the_killed() -
     again = search_spec(base, SEARCH, proposed, 0)
     assert again.key == cut.key
     assert remaining(SEARCH, recorded) == 2
+
+
+def test_time_budget_stops_at_the_next_report_and_lets_the_outcome_through() -> None:
+    """Past the deadline a validation report (it carries a checkpoint) stops the trial, the
+    trial's own last report does not; before it, or without a budget, nothing stops; a trial
+    the driver ends past the deadline is killed (resumable), before it stopped early."""
+    import time
+
+    from nas.outcomes import TimeBudget, ended_by_driver
+
+    report = {"val_loss": 3.0, "step": 10}
+    assert TimeBudget(time.time() - 1)("t", report)
+    assert not TimeBudget(time.time() - 1)("t", {**report, "nas_status": "finished"})
+    assert not TimeBudget(time.time() + 3600)("t", report) and not TimeBudget(None)("t", report)
+    assert ended_by_driver(time.time() - 1) == Status.KILLED
+    assert ended_by_driver(None) == ended_by_driver(time.time() + 3600) == Status.STOPPED_EARLY
+
+
+def test_unplanned_trials_are_reported_but_do_not_keep_a_grid_open() -> None:
+    """A grid whose plan dropped a seed: the recorded trial of that seed is listed, but its
+    status (killed) does not make this invocation's plan unsettled; a planned trial with no
+    run is 'not started' and does."""
+    from nas.summary import NOT_STARTED, outcomes
+
+    base = RunConfig()
+    specs = grid_specs(grid_cells(BUILTIN["smoke"], base)[0])
+    old = replace(_recorded(specs[0], Status.KILLED, {}), key="dropped")
+    done = _recorded(specs[0], Status.FINISHED, {"final/val_loss": 2.0})
+    results = outcomes({specs[0].key: specs[0].label}, {"dropped": old, specs[0].key: done})
+    assert [(o.status, o.planned) for o in results] == [("finished", True), ("killed", False)]
+    results = outcomes({specs[1].key: specs[1].label}, {})
+    assert [(o.status, o.planned) for o in results] == [(NOT_STARTED, True)]
