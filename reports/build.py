@@ -21,7 +21,8 @@ def build_report(data: SweepData, baseline: str | None = None) -> Document:
         sections.compute_section(data),
         sections.reference_section(data, rows),
     ]
-    subtitle = f"{len(comparable(data.trials))} finished trials"
+    n = len(comparable(data.trials))
+    subtitle = f"{n} finished trial{'' if n == 1 else 's'}"
     if data.plan == "latest":
         subtitle += ", latest plan only"
     return Document(
