@@ -21,16 +21,6 @@ DEFAULT_REASON: dict[Status, str] = {
     Status.KILLED: "interrupted; run the same command again to resume it",
     Status.STOPPED_EARLY: "stopped by the scheduler (ASHA)",
 }
-# What each status means for the statistics.
-USE: dict[Status, str] = {
-    Status.FINISHED: "means, intervals, tests",
-    Status.DIVERGED: "divergence rates only",
-    Status.TIMED_OUT: "counted, not in the statistics",
-    Status.STOPPED_EARLY: "counted, not in the statistics",
-    Status.FAILED: "counted, not in the statistics (rerun on the next invocation)",
-    Status.KILLED: "counted, not in the statistics (resumed on the next invocation)",
-    Status.INFEASIBLE: "listed below; nothing trained",
-}
 
 
 def provenance(data: SweepData) -> Section:
@@ -56,7 +46,7 @@ def provenance(data: SweepData) -> Section:
     ]
     if data.superseded:
         rows.append(("archived", _archived(data.superseded)))
-    blocks: list[Any] = [Table(("", "value"), tuple(rows)), _status_table(found)]
+    blocks: list[Any] = [Table(("", "value"), tuple(rows))]
     if running:
         blocks.append(
             Paragraph(
@@ -80,11 +70,6 @@ def run_counts(found: dict[Status, int], skipped: int) -> str:
     """ "4 finished, 1 diverged, 2 skipped": finished always, other statuses where any."""
     shown = [f"{k} {WORDS[s]}" for s, k in found.items() if k or s is Status.FINISHED]
     return ", ".join([*shown, f"{skipped} skipped"])
-
-
-def _status_table(found: dict[Status, int]) -> Table:
-    rows = tuple((WORDS[s], str(k), USE[s]) for s, k in found.items() if k)
-    return Table(("status", "trials", "used for"), rows or (("—", "0", "—"),), "trials by status")
 
 
 def _values(trials: pd.DataFrame, column: str) -> list[str]:
