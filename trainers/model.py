@@ -1,4 +1,5 @@
-"""The deep Transformer LM: leaves first (rotary, attention, MLP), then the block, then the model.
+"""The deep Transformer LM: the branch, then the block, then the model; the leaves (rotary,
+attention, MLP) are in ``trainers.layers``.
 
 Plain ``nn.Module``; no Lightning here. The residual wiring, the norm placement and the norm type
 come from registries (``trainers.residual``, ``trainers.placement``, ``trainers.norms``), resolved
@@ -10,76 +11,13 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from trainers.config import ModelConfig
+from trainers.layers import MLP, Attention
 from trainers.norms import NORM_SCALINGS, build_norm
 from trainers.placement import PLACEMENTS
 from trainers.residual import RESIDUALS
-
-
-class Rotary(nn.Module):
-    """Rotary position embedding, half-split pairing (Su et al. 2021, arXiv 2104.09864)."""
-
-    cos: Tensor
-    sin: Tensor
-
-    def __init__(self, head_dim: int, seq_len: int, base: float) -> None:
-        super().__init__()
-        inv_freq = base ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
-        angles = torch.outer(torch.arange(seq_len, dtype=torch.float64), inv_freq)  # (T, hd/2)
-        # Not persistent: derived from the config, so state dicts stay free of them.
-        self.register_buffer("cos", angles.cos().float(), persistent=False)
-        self.register_buffer("sin", angles.sin().float(), persistent=False)
-
-    def forward(self, x: Tensor) -> Tensor:  # x: (B, nh, T, hd)
-        t = x.shape[-2]
-        cos, sin = self.cos[:t].to(x.dtype), self.sin[:t].to(x.dtype)
-        x1, x2 = x.chunk(2, dim=-1)
-        return torch.cat((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1)
-
-
-class Attention(nn.Module):
-    """Causal multi-head self-attention through ``scaled_dot_product_attention``."""
-
-    def __init__(self, cfg: ModelConfig) -> None:
-        super().__init__()
-        self.n_heads, self.dropout = cfg.n_heads, cfg.dropout
-        self.qkv = nn.Linear(cfg.d_model, 3 * cfg.d_model, bias=cfg.bias)
-        self.proj = nn.Linear(cfg.d_model, cfg.d_model, bias=cfg.bias)
-        self.rotary = (
-            Rotary(cfg.head_dim, cfg.seq_len, cfg.rope_base) if cfg.pos == "rope" else None
-        )
-
-    def forward(self, x: Tensor) -> Tensor:
-        b, t, d = x.shape
-        q, k, v = self.qkv(x).view(b, t, 3, self.n_heads, d // self.n_heads).unbind(2)
-        q, k, v = (z.transpose(1, 2) for z in (q, k, v))  # (B, nh, T, hd)
-        if self.rotary is not None:
-            q, k = self.rotary(q), self.rotary(k)
-        p = self.dropout if self.training else 0.0
-        y = F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=True)
-        return self.proj(y.transpose(1, 2).reshape(b, t, d))
-
-    def output_projection(self) -> nn.Linear:
-        return self.proj
-
-
-class MLP(nn.Module):
-    """Two-layer GELU MLP."""
-
-    def __init__(self, cfg: ModelConfig) -> None:
-        super().__init__()
-        self.fc_in = nn.Linear(cfg.d_model, cfg.mlp_hidden, bias=cfg.bias)
-        self.fc_out = nn.Linear(cfg.mlp_hidden, cfg.d_model, bias=cfg.bias)
-
-    def forward(self, x: Tensor) -> Tensor:
-        return self.fc_out(F.gelu(self.fc_in(x)))
-
-    def output_projection(self) -> nn.Linear:
-        return self.fc_out
 
 
 class Branch(nn.Module):

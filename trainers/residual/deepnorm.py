@@ -10,6 +10,7 @@ import torch
 from torch import Tensor, nn
 
 from trainers.config import ModelConfig
+from trainers.layers import MLP, Attention  # the sublayers whose projections the paper names
 from trainers.residual.base import RESIDUALS, Residual
 
 
@@ -48,8 +49,6 @@ class DeepNorm(Residual):
     def init_weights(model: nn.Module, cfg: ModelConfig) -> None:
         """Query and key projections Xavier with gain 1; value, attention output and both MLP
         projections Xavier with gain beta."""
-        from trainers.model import MLP, Attention  # the layers whose projections the paper names
-
         beta = deepnorm_beta(cfg.n_layers)
         d = cfg.d_model
         for module in model.modules():
