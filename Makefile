@@ -32,7 +32,7 @@ endif
 FORCE:
 
 # The default sweep: standard/pre vs Full and Block AttnRes at 4 and 8 blocks, recorded in
-# ./mlflow.db (`.venv/bin/mlflow ui` shows it); about 3 minutes on 2 CPU cores.
+# ./mlflow.db (`.venv/bin/mlflow ui` shows it); about 4 minutes on 2 CPU cores.
 demo: setup
 	$(BIN)/nas sweep quick
 	$(BIN)/nas report quick
@@ -44,6 +44,8 @@ bench: setup
 test: setup
 	$(BIN)/python -m pytest -q
 
+# Only the tests marked slow (whole sweeps, the loopback cluster, the browser); `make test` runs
+# them too.
 test-slow: setup
 	$(BIN)/python -m pytest -q -m slow
 

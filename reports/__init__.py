@@ -1,1 +1,3 @@
-"""What was learned: the MLflow reader, statistics, figures and rendering. Empty until the report issue."""
+"""What was learned: ``nas report``. ``reports.load`` is the only module that reads MLflow;
+the rest (seed statistics, ablation comparisons, compute advantage, figures, the document and
+its HTML and Markdown renderings) are functions over the data it returns. Imports no torch."""

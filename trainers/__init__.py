@@ -1,1 +1,3 @@
-"""How one trial trains: the plain-torch model with its variant registries, the Lightning module, data sources and the training entry point."""
+"""How one trial trains: the plain-torch model (its layers, and a registry per variant axis),
+the data sources, the Lightning module and callbacks, the dilution diagnostics, and ``train``
+(``trainers.run``), which ``nas train`` and every sweep trial call."""

@@ -1,0 +1,33 @@
+"""Suite-wide marks: which test modules are ``slow``.
+
+These modules start whole sweeps (``nas sweep`` in a subprocess, with its own local Ray; the
+report tests sweep ``smoke`` over two seeds once for the module), a two-node Ray cluster, or a
+headless browser. A rule here rather than a decorator per test, because
+``tests/nas/test_sweep.py`` is being rewritten: the rule holds whatever tests it ends up with.
+The few quick checks in these modules (bad input exiting 2 before any trial starts) ride along.
+``make test`` still runs every test; ``make test-slow`` (``-m slow``) runs only these.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+TESTS = Path(__file__).parent
+SLOW_MODULES = frozenset(
+    TESTS / name
+    for name in (
+        "nas/test_sweep.py",
+        "nas/test_cluster.py",
+        "reports/test_browser.py",
+        "reports/test_report.py",
+    )
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test of ``SLOW_MODULES`` slow."""
+    for item in items:
+        if item.path in SLOW_MODULES:
+            item.add_marker(pytest.mark.slow)
