@@ -2,8 +2,9 @@
 
 ``dilution_profile(model, idx, targets)`` is pure measurement: it runs its own forward (and, with
 targets, a backward through ``torch.autograd.grad``) in eval mode and float32, and leaves the
-model's outputs, mode and parameters' ``.grad`` as they were. Definitions follow the reference
-notes (``variants.md`` section 5); every norm is a mean over tokens of a per-token L2 norm.
+model's outputs, mode and parameters' ``.grad`` as they were. Definitions as in
+``docs/diagnostics.md`` (its per-block table); every norm is a mean over tokens of a per-token L2
+norm.
 
 Per block l (0-based), with x_l the input the block's attention sublayer actually reads (the
 running sum for a plain residual, the mixed input for AttnRes, the read-out A_m^T H for
@@ -183,7 +184,7 @@ def _hooks(model: DeepTransformer, cap: _Capture, zero_block: int | None = None)
 def _make_hook(cap: _Capture, zero: bool) -> Any:
     def hook(module: nn.Module, args: tuple[Tensor, ...], output: Tensor) -> Tensor | None:
         cap.inputs.append(args[0])
-        if zero:  # "skipping" block l means f_l := 0 (variants.md section 5.8)
+        if zero:  # "skipping" block l means f_l := 0 (docs/diagnostics.md, `removal_delta`)
             output = torch.zeros_like(output)
         cap.outputs.append(output)
         return output if zero else None
