@@ -14,7 +14,7 @@ from lightning.pytorch.utilities import rank_zero_only
 
 from nas.checkpoints import CKPT_NAME, write_mark
 from nas.tracking import TrialRun
-from reports.schema import Report, tune_key
+from reports.schema import PROFILE_FOLDER, Report, tune_key
 
 
 class TrialLogger(Logger):
@@ -43,7 +43,7 @@ class TrialLogger(Logger):
 
     def log_files(self, files: Sequence[Path]) -> None:
         """Artifacts, used by the dilution callback."""
-        self.run.log_files(files, "dilution")
+        self.run.log_files(files, PROFILE_FOLDER)
 
 
 class TuneReporter(L.Callback):

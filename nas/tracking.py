@@ -19,6 +19,7 @@ from typing import Any
 
 from reports.schema import (
     PLANS_FOLDER,
+    REPORT_FOLDER,
     ROLE_SWEEP,
     ROLE_TRIAL,
     RUN_STATUS,
@@ -167,7 +168,7 @@ def log_plan(record: SweepRecord, plan: Mapping[str, Any]) -> None:
     client.log_text(record.parent_run_id, text, f"{PLANS_FOLDER}/{n + 1:04d}.json")
 
 
-def log_report(uri: str, run_id: str, folder: Path, artifact_path: str = "report") -> None:
+def log_report(uri: str, run_id: str, folder: Path, artifact_path: str = REPORT_FOLDER) -> None:
     """A written report (its folder: pages and figures) on the sweep's parent run."""
     _client(uri).log_artifacts(run_id, str(folder), artifact_path=artifact_path)
 

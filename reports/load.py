@@ -17,7 +17,9 @@ import pandas as pd
 from reports.plans import PlanChoice
 from reports.schema import (
     BEST_VAL_LOSS,
+    LEGACY_INFEASIBLE,
     PLANS_FOLDER,
+    PROFILE_FOLDER,
     ROLE_SWEEP,
     ROLE_TRIAL,
     SKIPPED_FILE,
@@ -28,11 +30,6 @@ from reports.schema import (
 )
 
 CURVE_METRICS = (Metric.VAL_LOSS, Metric.VAL_BPB)
-# Folder of each trial's dilution-profile JSON files (one per profiled step).
-PROFILE_FOLDER = "dilution"
-# Before ``nas.status`` existed, an infeasible trial carried its reason under this tag. Only
-# the old-record derivation below reads it.
-LEGACY_INFEASIBLE = "nas.infeasible"
 # Tags every trial run carries, old record or new, and the one every run that records its
 # ``nas.status`` carries as well (a TrialSpec's seed): a trial's identity. A run without one is
 # a damaged record and the report refuses it. Reason and step are not among them: the driver

@@ -136,5 +136,10 @@ GRID_PARAM = "nas_trial"
 SPACE_FILE = "space.yaml"
 SKIPPED_FILE = "skipped.yaml"
 PLANS_FOLDER = "plans"  # one JSON file per invocation: command, space, trial keys
+REPORT_FOLDER = "report"  # the written report (nas report)
+# Artifacts on a trial run.
+PROFILE_FOLDER = "dilution"  # the dilution profiles: step-NNNNNN.json (+ the last one's PNG)
+# Written by versions before nas.status: the reason a proposal was infeasible.
+LEGACY_INFEASIBLE = "nas.infeasible"
 # Columns ``reports.load`` derives beside the params and metrics.
 BEST_VAL_LOSS = "best_val_loss"  # the lowest val/loss over the trial's curve
