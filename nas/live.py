@@ -102,6 +102,7 @@ class LiveView(tune.Callback):
         self.tty = self.out.isatty()
         self.start = time.monotonic()
         self.rows: dict[str, TrialRow] = {}
+        self.repeats = 0  # search proposals of a point the record had settled
         self._drawn_lines = 0
         self._last_draw = self._last_table = 0.0
 
@@ -149,6 +150,9 @@ class LiveView(tune.Callback):
         row = self._row(trial)
         if Report.STATUS in result:  # the trial's last report: its outcome
             row.state = str(result[Report.STATUS])
+            if result.get(Report.REPEAT):
+                self.repeats += 1
+                row.label += " (repeat: from the record)"
             row.step = int(result.get(Report.END_STEP, row.step))
             return
         loss = result.get(Report.VAL_LOSS)

@@ -386,18 +386,17 @@ class Terminated(Exception):
     """SIGTERM arrived (what Slurm and Kubernetes send before killing a job)."""
 
 
-def _on_sigterm() -> dict[str, bool]:
+def _on_sigterm(seen: dict[str, bool]) -> None:
     """SIGTERM behaves like Ctrl-C: Tune saves its state and stops the trials, the record marks
     them killed, and the exit status says so (143). Tune listens for SIGINT only, so the
-    handler raises that in this process; the flag remembers which signal it was."""
-    seen = {"sigterm": False}
+    handler raises that in this process; the flag remembers which signal it was. Installed
+    after ``ray.init``, whose own handler exits the driver at once (the process aborted)."""
 
     def handler(signum: int, frame: Any) -> None:
         seen["sigterm"] = True
         signal.raise_signal(signal.SIGINT)
 
     signal.signal(signal.SIGTERM, handler)
-    return seen
 
 
 def _begin(uri: str, p: Plan, opts: SweepOptions) -> tuple[SweepRecord, dict[str, RecordedTrial]]:
@@ -448,8 +447,14 @@ def _todo(p: Plan, recorded: dict[str, RecordedTrial]) -> tuple[list[TrialSpec] 
 
 
 def _fit(
-    opts: SweepOptions, p: Plan, ctx: SweepContext, recorded: dict[str, RecordedTrial]
-) -> None:
+    opts: SweepOptions,
+    p: Plan,
+    ctx: SweepContext,
+    recorded: dict[str, RecordedTrial],
+    seen: dict[str, bool],
+) -> int:
+    """Run this invocation's trials; returns how many search proposals repeated a point the
+    record had settled (answered from it, not run)."""
     from nas.live import LiveView
     from nas.outcomes import Outcomes
 
@@ -459,13 +464,15 @@ def _fit(
         print(
             f"sweep {p.name}: all {total} planned trials are settled in the record; nothing to run"
         )
-        return
+        return 0
     _start_ray(opts)
+    _on_sigterm(seen)
     view = LiveView(ctx, total, earlier)
     _tuner(opts, p, ctx, todo, [view, Outcomes(ctx)], recorded).fit()
+    return view.repeats
 
 
-def _finish(p: Plan, uri: str, record: SweepRecord) -> tuple[dict[str, float], str]:
+def _finish(p: Plan, uri: str, record: SweepRecord, repeats: int) -> tuple[dict[str, float], str]:
     """Close the record (trials left RUNNING are killed) and summarize it."""
     from nas.summary import (
         NOT_STARTED,
@@ -484,9 +491,13 @@ def _finish(p: Plan, uri: str, record: SweepRecord) -> tuple[dict[str, float], s
     planned = {s.key: s.label for s in p.specs} if p.space.kind == "grid" else None
     results = outcomes(planned, recorded)
     if planned is None:  # a search's proposals not made yet (the time budget ran out)
-        missing = remaining(p.space, recorded) - sum(
-            t.status is None or t.status in (Status.KILLED, Status.FAILED)
-            for t in recorded.values()
+        missing = (
+            remaining(p.space, recorded)
+            - repeats
+            - sum(
+                t.status is None or t.status in (Status.KILLED, Status.FAILED)
+                for t in recorded.values()
+            )
         )
         results += [
             Outcome(f"proposal {i + 1}", NOT_STARTED, "", {}, None) for i in range(max(0, missing))
@@ -507,12 +518,12 @@ def run_sweep(opts: SweepOptions) -> int:
     uri = resolve_tracking_uri(opts.tracking_uri)
     record, recorded = _begin(uri, p, opts)
     ctx = _context(opts, p, record, recorded)
-    seen = _on_sigterm()
+    seen = {"sigterm": False}
     summary: dict[str, float] = {}
     status = "FAILED"
     try:
-        _fit(opts, p, ctx, recorded)
-        summary, status = _finish(p, uri, record)
+        repeats = _fit(opts, p, ctx, recorded, seen)
+        summary, status = _finish(p, uri, record, repeats)
     except KeyboardInterrupt:  # before or after Tune's own handler
         status = "KILLED"
         print("interrupted: run the same command again to resume", file=sys.stderr)
