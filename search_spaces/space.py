@@ -106,15 +106,13 @@ def apply_point(base: RunConfig, point: Mapping[str, Any]) -> RunConfig:
     return from_dict(nest(point), base)
 
 
-def _shown(value: Any) -> str:
-    return f"{value:.4g}" if isinstance(value, float) else str(value)
-
-
 def arm_label(arm: str, point: Mapping[str, Any], space: Space) -> str:
     """The one readable label of a configuration without its seed: the arm's name plus the
     values of the space's varied parameters (a search trial, which has no arm, is named by its
-    sampled values alone). Identity is ``nas.spec.TrialSpec.key``; this is only for people."""
-    varied = [f"{k.split('.')[-1]}={_shown(v)}" for k, v in point.items() if k in space.params]
+    sampled values alone). Values are written in full (a float's shortest exact form): the
+    report groups trials into arms by this label, so two sampled learning rates must never
+    share one. Identity is ``nas.spec.TrialSpec.key``."""
+    varied = [f"{k.split('.')[-1]}={v}" for k, v in point.items() if k in space.params]
     return "/".join([arm, *varied]) if arm else "/".join(varied) or "base"
 
 
