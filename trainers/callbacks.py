@@ -1,8 +1,10 @@
-"""Lightning callbacks: the dilution profile on a fixed held-out batch at validation time."""
+"""Lightning callbacks: the dilution profile on a fixed held-out batch at validation time, and
+the metrics of the last validation that came out finite."""
 
 from __future__ import annotations
 
 import copy
+import math
 from pathlib import Path
 from typing import Any, cast
 
@@ -42,11 +44,37 @@ class DilutionCallback(L.Callback):
             model = copy.deepcopy(model).float()  # the profile is computed in float32
         idx, targets = (t.to(pl_module.device) for t in self.batch)
         self.last = dilution_profile(model, idx, targets, removal=self.removal)
-        pl_module.log_dict(self.last.summaries())
+        # A model gone non-finite gives NaN summaries: the JSON keeps them (as null), the metric
+        # record stays finite.
+        pl_module.log_dict({k: v for k, v in self.last.summaries().items() if math.isfinite(v)})
         stem = f"step-{trainer.global_step:06d}"
         title = f"{model.cfg.residual}/{model.cfg.placement}, step {trainer.global_step}"
         self.last_files = save_profile(self.last, self.folder, stem, title, figure=final)
         _log_artifacts(trainer.logger, self.last_files)
+
+
+class LastFiniteValidation(L.Callback):
+    """The callback metrics (floats) after the last validation whose ``key`` came out finite:
+    what a run that ends early reports, since its latest validation may have measured a model
+    already gone NaN. Kept in checkpoints, so a resumed run that diverges before its next
+    validation still reports the one before the checkpoint."""
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+        self.metrics: dict[str, float] = {}
+
+    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if trainer.sanity_checking:
+            return
+        value = trainer.callback_metrics.get(self.key)
+        if value is not None and math.isfinite(float(value)):
+            self.metrics = {k: float(v) for k, v in trainer.callback_metrics.items()}
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"metrics": dict(self.metrics)}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self.metrics = dict(state_dict["metrics"])
 
 
 def _log_artifacts(logger: Any, files: list[Path]) -> None:

@@ -183,6 +183,12 @@ class TrainConfig:
     beta1: float = _help("AdamW beta1.", 0.9)
     beta2: float = _help("AdamW beta2.", 0.95)
     grad_clip: float = _help("Gradient-norm clipping (0 turns it off).", 1.0)
+    divergence_factor: float = _help(
+        "A training loss above this factor times the lowest smoothed training loss so far, "
+        "after warm-up, ends the run as diverged (0 turns this comparison off; a NaN or "
+        "infinite loss always ends it).",
+        4.0,
+    )
     val_every: int = _help("Validate every this many steps (and at the end).", 200)
     val_batches: int = _help("Validation batches per validation.", 8)
     log_every: int = _help("Log training loss every this many steps.", 10)
@@ -216,6 +222,7 @@ class TrainConfig:
         _in_range(s, "beta1", self.beta1, 0.0, 0.9999)
         _in_range(s, "beta2", self.beta2, 0.0, 0.9999)
         _at_least(s, "grad_clip", self.grad_clip, 0.0)
+        _at_least(s, "divergence_factor", self.divergence_factor, 0.0)
 
 
 @dataclass(frozen=True, kw_only=True)

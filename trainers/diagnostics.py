@@ -32,12 +32,16 @@ across wirings:
   (1 = uniform, NaN for a single source) and ``embedding_weight`` = the weight on source 0
 - ``stream_read`` / ``stream_mix``: Hyper-Connections' A_m / A_r, mHC's H_pre / H_res
 - ``removal_delta[l]`` = loss with block l's outputs set to zero - loss   (optional, targets only)
+
+A model gone non-finite (a diverged run) is measured without raising: ``finite`` is False and every
+entry that a NaN or infinity reaches is NaN (or infinite), as are the summaries built on them.
 """
 
 from __future__ import annotations
 
 import itertools
 import math
+import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
 from typing import Any
@@ -76,6 +80,7 @@ class DilutionProfile:
     stream_read: Array | None = None
     stream_mix: Array | None = None
     removal_delta: Array | None = None
+    finite: bool = True  # False: a weight or an activation (logits included) was NaN or infinite
     extra: dict[str, Any] = field(default_factory=dict)
 
     def summaries(self) -> dict[str, float]:
@@ -96,7 +101,13 @@ class DilutionProfile:
         - ``dilution/depth_entropy`` = mean normalized depth-attention entropy over sites, and
           ``dilution/embedding_weight`` = mean weight on the embedding (AttnRes only)
         - ``dilution/erank_last`` = effective rank of the last block's input
+
+        NaN where the profile's entries are (a model gone non-finite), without warnings.
         """
+        with _quiet_nan():
+            return self._summaries()
+
+    def _summaries(self) -> dict[str, float]:
         third = max(1, self.n_layers // 3)
         ref = min(1, self.n_layers - 1)
         out = {
@@ -124,12 +135,21 @@ class DilutionProfile:
         for f in fields(self):
             v = getattr(self, f.name)
             out[f.name] = _jsonable(v)
-        out["summaries"] = self.summaries()
+        out["summaries"] = _jsonable(self.summaries())
         return out
 
 
 def _ratio(a: float, b: float) -> float:
-    return float(a / b) if b > 0 else math.nan
+    return float(a) / float(b) if b > 0 else math.nan
+
+
+@contextmanager
+def _quiet_nan() -> Any:
+    """NumPy's warnings off for NaN and infinite entries (inf / inf, the mean of all-NaN): they
+    are expected in a diverged run's profile, and the result already says NaN."""
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        yield
 
 
 def _jsonable(v: Any) -> Any:
@@ -150,8 +170,14 @@ def _token_norm(x: Tensor) -> Tensor:
 
 
 def _effective_rank(x: Tensor) -> float:
-    """Mean over sequences of exp(entropy of normalized singular values) of (T, d)."""
-    s = torch.linalg.svdvals(x)  # (B, min(T, d))
+    """Mean over sequences of exp(entropy of normalized singular values) of (T, d); NaN where
+    the SVD has no answer (it raises on non-finite input)."""
+    if not torch.isfinite(x).all():
+        return math.nan
+    try:
+        s = torch.linalg.svdvals(x)  # (B, min(T, d))
+    except torch.linalg.LinAlgError:  # it may also fail to converge on finite input
+        return math.nan
     p = s / s.sum(-1, keepdim=True).clamp_min(1e-30)
     entropy = -(p * p.clamp_min(1e-30).log()).sum(-1)
     return float(entropy.exp().mean())
@@ -237,7 +263,13 @@ def dilution_profile(
                 _gradient_metrics(model, cap, logits, targets, profile)
         if removal and targets is not None:
             profile.removal_delta = _removal_deltas(model, idx, targets, profile.loss or 0.0)
+    profile.finite = _all_finite([*model.parameters(), *cap.inputs, *cap.outputs, logits])
     return profile
+
+
+def _all_finite(tensors: list[Tensor]) -> bool:
+    """One device sync for all of them, not one per tensor."""
+    return bool(torch.stack([torch.isfinite(t.detach()).all() for t in tensors]).all())
 
 
 def _forward_metrics(

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from trainers.config import RunConfig, TrainConfig
 from trainers.data import DataSource
@@ -15,11 +16,23 @@ from trainers.data import DataSource
 if TYPE_CHECKING:
     from torch import nn
 
+    from trainers.divergence import DivergenceGuard, TimeLimit
+
+
+# How a run ended: trained to max_steps, or stopped early by trainers.divergence.
+RunStatus = Literal["finished", "diverged", "timed_out"]
+VAL_LOSS, VAL_BPB = "val/loss", "val/bpb"  # trainers.module logs them
+
 
 @dataclass(frozen=True)
 class TrainResult:
     """Final validation metrics of one run. ``tokens_per_s`` counts training tokens over the
-    wall time of the whole fit, validation included."""
+    wall time of the whole fit, validation included.
+
+    A run that ended early (``status`` "diverged" or "timed_out") ran no final validation: its
+    ``val_loss`` and ``val_bpb`` are those of its last validation that came out finite (NaN and
+    None if none did), ``steps`` = ``stop_step`` is the step it ended at, and ``reason`` says
+    why in one line."""
 
     val_loss: float
     val_bpb: float | None
@@ -29,9 +42,21 @@ class TrainResult:
     tokens_per_s: float
     step_s: float = 0.0  # of wall_s, the time inside training steps (this process's steps)
     dilution: dict[str, float] = field(default_factory=dict)  # the last profile's summaries
+    status: RunStatus = "finished"
+    reason: str = ""  # one line: why it diverged or timed out ("" when finished)
+    stop_step: int | None = None  # the step it diverged or timed out at
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), indent=2)
+        """Strict JSON: NaN and infinities (a diverged run's values) as null."""
+        return json.dumps(_jsonable(asdict(self)), indent=2, allow_nan=False)
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _jsonable(v) for k, v in value.items()}
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
 
 
 def resolve_precision(t: TrainConfig) -> str:
@@ -68,12 +93,16 @@ def train(
     logger: Any = None,
     progress: bool = True,
     ckpt_path: Path | None = None,
+    time_limit_s: float | None = None,
 ) -> tuple[TrainResult, nn.Module]:
-    """Fit ``cfg``; return the final validation metrics and the trained ``DeepTransformer``. Writes Lightning's logs (CSV by
-    default) under ``out_dir``; the caller owns everything else written there."""
+    """Fit ``cfg``; return the final validation metrics and the trained ``DeepTransformer``.
+    Writes Lightning's logs (CSV by default) under ``out_dir``; the caller owns everything else
+    written there. The run ends early, without raising, when its training loss diverges
+    (``train.divergence_factor``) or when ``time_limit_s`` seconds of the fit have passed; the
+    result's ``status`` says so."""
     import lightning as L
-    from lightning.pytorch.loggers import CSVLogger
 
+    from trainers.callbacks import LastFiniteValidation
     from trainers.datamodule import LMDataModule
     from trainers.model import num_params
     from trainers.module import LanguageModelModule
@@ -85,12 +114,57 @@ def train(
     module = LanguageModelModule(cfg, data.source.bytes_per_token)
     if t.compile:
         module.model.compile()  # nn.Module.compile: in place, so checkpoints keep their keys
+    stops = _early_stops(t, time_limit_s)
+    last_val = LastFiniteValidation(VAL_LOSS)
     timer = StepTimer()
-    callbacks = [*callbacks, timer]
     dilution = _dilution_callback(cfg, data, out_dir)
-    if dilution is not None:
-        callbacks.append(dilution)
-    trainer = L.Trainer(
+    # The run's own callbacks before the caller's: a caller's callback that checkpoints at a
+    # validation (the sweep's) then saves their state as it is after that validation.
+    every = [*stops, last_val, *callbacks, timer, *([dilution] if dilution else [])]
+    trainer = _trainer(cfg, out_dir, every, logger, progress)
+    start = time.perf_counter()
+    # A resumed trial's checkpoint is loaded with weights_only: it holds tensors and plain data.
+    trainer.fit(module, datamodule=data, ckpt_path=ckpt_path, weights_only=True)
+    stop = next((s.stop for s in stops if s.stop is not None), None)
+    if stop is None and trainer.global_step % t.val_every:  # the last step was not a validation
+        trainer.validate(module, datamodule=data, verbose=False)
+    wall = time.perf_counter() - start
+    metrics = last_val.metrics if stop else _floats(trainer.callback_metrics)
+    result = TrainResult(
+        val_loss=metrics.get(VAL_LOSS, math.nan),
+        val_bpb=metrics.get(VAL_BPB),
+        steps=trainer.global_step,
+        params=num_params(module.model),
+        wall_s=wall,
+        tokens_per_s=trainer.global_step * t.batch_size * cfg.model.seq_len / wall,
+        step_s=timer.total_s,
+        dilution=dilution.last.summaries() if dilution and dilution.last else {},
+    )
+    if stop is not None:
+        result = replace(result, status=stop.status, reason=stop.reason, stop_step=stop.step)
+    return result, module.model
+
+
+def _early_stops(t: TrainConfig, time_limit_s: float | None) -> list[DivergenceGuard | TimeLimit]:
+    """The divergence guard, always (a NaN loss ends any run), and the time limit if one is set."""
+    from trainers.divergence import DivergenceGuard, TimeLimit
+
+    stops: list[DivergenceGuard | TimeLimit] = [
+        DivergenceGuard(t.divergence_factor, t.warmup_steps)
+    ]
+    if time_limit_s is not None:
+        stops.append(TimeLimit(time_limit_s))
+    return stops
+
+
+def _trainer(
+    cfg: RunConfig, out_dir: Path, callbacks: list[Any], logger: Any, progress: bool
+) -> Any:
+    import lightning as L
+    from lightning.pytorch.loggers import CSVLogger
+
+    t = cfg.train
+    return L.Trainer(
         accelerator=t.accelerator,
         devices=1,
         precision=resolve_precision(t),  # type: ignore[arg-type]
@@ -108,22 +182,7 @@ def train(
         enable_model_summary=False,
         default_root_dir=out_dir,
     )
-    start = time.perf_counter()
-    # A resumed trial's checkpoint is loaded with weights_only: it holds tensors and plain data.
-    trainer.fit(module, datamodule=data, ckpt_path=ckpt_path, weights_only=True)
-    if trainer.global_step % t.val_every:  # the last step was not a validation step
-        trainer.validate(module, datamodule=data, verbose=False)
-    wall = time.perf_counter() - start
-    metrics = trainer.callback_metrics
-    bpb = metrics.get("val/bpb")
-    result = TrainResult(
-        val_loss=float(metrics["val/loss"]),
-        val_bpb=None if bpb is None else float(bpb),
-        steps=trainer.global_step,
-        params=num_params(module.model),
-        wall_s=wall,
-        tokens_per_s=trainer.global_step * t.batch_size * cfg.model.seq_len / wall,
-        step_s=timer.total_s,
-        dilution=dilution.last.summaries() if dilution and dilution.last else {},
-    )
-    return result, module.model
+
+
+def _floats(metrics: Any) -> dict[str, float]:
+    return {k: float(v) for k, v in metrics.items()}

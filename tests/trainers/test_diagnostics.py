@@ -3,8 +3,10 @@ nothing."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,6 +16,7 @@ from torch import nn
 from tests.trainers.conftest import tiny
 from trainers.config import valid_wirings
 from trainers.diagnostics import dilution_profile
+from trainers.dilution_plot import save_profile
 from trainers.model import DeepTransformer
 
 
@@ -182,3 +185,36 @@ def test_profile_is_float32_inside_a_bf16_autocast() -> None:
         np.testing.assert_array_equal(getattr(plain, name), getattr(mixed, name))
     with pytest.raises(ValueError, match="float32"):
         dilution_profile(model.to(torch.bfloat16), idx)
+
+
+ONE_PER_RESIDUAL = list({w[0]: w for w in reversed(WIRINGS)}.values())
+
+
+@pytest.mark.parametrize("wiring", ONE_PER_RESIDUAL, ids=[w[0] for w in ONE_PER_RESIDUAL])
+def test_a_nan_model_is_profiled_without_raising(wiring: tuple[str, ...], tmp_path: Path) -> None:
+    """A model whose weights hold a NaN (a diverged run) is measured without raising: the flag
+    is down, the per-block entries and summaries are NaN, and the saved JSON is strict JSON with
+    null for each NaN; the figure draws too (a line plot and a heatmap: two wirings suffice)."""
+    residual, placement, norm, scaling = wiring
+    cfg = tiny(residual=residual, placement=placement, norm=norm, norm_scaling=scaling)
+    model = DeepTransformer(dataclasses.replace(cfg, n_layers=3, attnres_blocks=3))
+    with torch.no_grad():
+        for p in model.blocks[0].parameters():
+            p.fill_(math.nan)
+    idx, targets = _batch(2, 12, 32)
+    profile = dilution_profile(model, idx, targets, removal=True)
+    assert not profile.finite
+    assert np.isnan(profile.output_norm[-1]) and np.isnan(profile.effective_rank[-1])
+    assert math.isnan(profile.summaries()["dilution/erank_last"])
+    paths = save_profile(profile, tmp_path, "nan", figure=residual in ("standard", "attnres"))
+    data = json.loads(paths[0].read_text(), parse_constant=_refuse)
+    assert data["finite"] is False and data["summaries"]["dilution/erank_last"] is None
+
+
+def _refuse(name: str) -> None:
+    raise ValueError(f"not strict JSON: {name}")
+
+
+def test_a_finite_model_is_flagged_finite() -> None:
+    """The flag is up for an ordinary model."""
+    assert dilution_profile(DeepTransformer(tiny()), *_batch(2, 12, 32)).finite
