@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -59,7 +60,14 @@ class TuneReporter(L.Callback):
             return
         from ray import tune
 
-        metrics = {tune_key(k): float(v) for k, v in trainer.callback_metrics.items()}
+        # A non-finite value (weights can go NaN a step before the training loss shows it) is
+        # left out: ASHA and the searcher skip a report without their metric instead of
+        # ranking NaN; the trial's last report then carries its status.
+        metrics = {
+            tune_key(k): float(v)
+            for k, v in trainer.callback_metrics.items()
+            if math.isfinite(float(v))
+        }
         metrics[Report.STEP] = trainer.global_step
         metrics[Report.PARAMS] = float(sum(p.numel() for p in pl_module.parameters()))
         with tempfile.TemporaryDirectory() as tmp:
