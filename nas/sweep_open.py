@@ -1,0 +1,161 @@
+"""Opening a sweep's record for one invocation: compare the plan with what the record holds
+(refuse a changed meaning before anything is written), archive it on --restart, open or find
+the parent run, log this invocation's plan; and the context every trial of it gets."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+from nas import package_version
+from nas.checkpoints import latest_checkpoints
+from nas.plan_check import conflicts, refusal
+from nas.sweep_plan import Plan, SweepOptions
+from nas.tracking import (
+    RecordedTrial,
+    StoredSweep,
+    SweepRecord,
+    find_sweep,
+    log_plan,
+    log_sweep_text,
+    open_sweep,
+    recorded_trials,
+    supersede,
+)
+from nas.trial import SweepContext
+from reports.schema import SKIPPED_FILE, SPACE_FILE, Tag
+from trainers.config import flatten
+
+
+def begin(uri: str, p: Plan, opts: SweepOptions) -> tuple[SweepRecord, dict[str, RecordedTrial]]:
+    """Refuse a changed plan, else archive (--restart) or continue the stored sweep, open the
+    record and log this invocation's plan. Nothing is written before the refusal."""
+    stored = _stored(uri, p)
+    if stored is not None and not opts.restart:
+        reason = conflicts(stored, flatten(p.base), p.specs)
+        if reason:
+            raise ValueError(refusal(p.name, reason))
+    if stored is not None and opts.restart:
+        _archive(p.folder)
+        supersede(stored)
+        print(f"--restart: the earlier run of sweep {p.name!r} is archived (tag {Tag.SUPERSEDED})")
+    record = _open_record(uri, p)
+    from search_spaces.loader import space_to_data
+
+    space = space_to_data(p.space)
+    log_sweep_text(record, yaml.safe_dump(space, sort_keys=False), SPACE_FILE)
+    skipped = [{"arm": s.arm, "reason": s.reason} for s in p.skipped]
+    log_sweep_text(record, yaml.safe_dump(skipped, sort_keys=False), SKIPPED_FILE)
+    plan_data = {"command": _command(), "space": space, "keys": [s.key for s in p.specs]}
+    log_plan(record, plan_data)
+    for s in p.skipped:
+        print(f"skipped {s.arm}: {s.reason}")
+    return record, recorded_trials(record) if stored is not None and not opts.restart else {}
+
+
+def _archive(folder: Path) -> None:
+    """Move the stored Tune state aside (``<name>.archived-<UTC time>``), keeping it."""
+    if folder.exists():
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        target = folder.with_name(f"{folder.name}.archived-{stamp}")
+        folder.rename(target)
+        print(f"--restart: the stored Tune state is now in {target}")
+
+
+def _stored(uri: str, p: Plan) -> StoredSweep | None:
+    """What the store already holds of this sweep (read only); a store that cannot be read is
+    bad input, not a crash."""
+    try:
+        return find_sweep(uri, p.name, str(p.folder))
+    except Exception as err:  # MLflow raises its own exception types, sqlalchemy's, OSError
+        raise ValueError(_store_error(uri, err)) from None
+
+
+def _store_error(uri: str, err: BaseException) -> str:
+    from reports.load import first_line
+
+    return f"--tracking-uri {uri}: cannot open the MLflow store ({first_line(err)})"
+
+
+def _open_record(uri: str, p: Plan) -> SweepRecord:
+    """Open the MLflow record: the sweep's parent run, created with the base configuration as
+    its params, or found again."""
+    try:
+        return open_sweep(
+            uri,
+            p.name,
+            key=str(p.folder),
+            tags={
+                Tag.COMMAND: _command(),
+                Tag.SPACE: p.space.name,
+                Tag.VERSIONS: json.dumps(_versions()),
+            },
+            base=flatten(p.base),
+        )
+    except Exception as err:
+        raise ValueError(_store_error(uri, err)) from None
+
+
+def _command() -> str:
+    return " ".join(sys.argv)
+
+
+def _versions() -> dict[str, str]:
+    """Versions of Python and the stack, read from package metadata (importing would cost
+    seconds before the first trial)."""
+    import platform
+    from importlib.metadata import PackageNotFoundError, version
+
+    found = {"python": platform.python_version(), "nas": package_version()}
+    for package in ("torch", "lightning", "ray", "optuna", "mlflow"):
+        try:
+            found[package] = version(package)
+        except PackageNotFoundError:
+            found[package] = "missing"
+    return found
+
+
+def _git_commit() -> str:
+    """The commit of the code running the sweep, when it runs from a git checkout."""
+    import subprocess
+
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            cwd=Path(__file__).parent,
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
+    except OSError:
+        return "unknown"
+    return out.stdout.strip() if out.returncode == 0 else "unknown"
+
+
+def context(opts: SweepOptions, p: Plan, record: SweepRecord) -> SweepContext:
+    """What every trial of this invocation gets: its spec by key, the earlier checkpoints of
+    each key, the limits."""
+    tags = {
+        Tag.SPACE: p.space.name,
+        Tag.VERSION: package_version(),
+        Tag.GIT_COMMIT: _git_commit(),
+    }
+    worst = {o.key: math.inf if o.mode == "min" else -math.inf for o in p.space.objectives}
+    checkpoints = latest_checkpoints(p.folder)
+    return SweepContext(
+        record=record,
+        base=p.base,
+        space=p.space,
+        specs={s.key: s for s in p.specs},
+        seed=p.space.seeds[0],
+        tags=tags,
+        worst=worst if p.space.kind == "search" else {},
+        resume_from={k: tuple(str(c) for c in v) for k, v in checkpoints.items()},
+        trial_timeout_s=None if opts.trial_timeout_min is None else opts.trial_timeout_min * 60,
+        deadline=None if opts.time_budget_h is None else time.time() + opts.time_budget_h * 3600,
+    )

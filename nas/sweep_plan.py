@@ -1,0 +1,124 @@
+"""A sweep's plan: the command's options, and everything decided from them before Ray starts or
+anything is recorded (the space, the base configuration, the grid's trial specs and skipped
+cells, where the state lives). Building it raises ValueError on bad input."""
+
+from __future__ import annotations
+
+import math
+import os
+import tempfile
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from nas.spec import TrialSpec, grid_specs
+from search_spaces import Space, get_space, grid_cells
+from search_spaces.space import Skipped, nest
+from trainers.config import RunConfig
+from trainers.config_io import from_dict, parse_overrides
+
+
+@dataclass(frozen=True)
+class SweepOptions:
+    space: str
+    name: str | None = None
+    trials: int | None = None
+    concurrency: int = 1
+    cpus_per_trial: float | None = None  # None: one node's cores / concurrency
+    gpus_per_trial: float | None = None  # None: 1 when the cluster has GPUs, else 0
+    max_steps: int | None = None
+    seeds: tuple[int, ...] | None = None
+    overrides: tuple[str, ...] = ()
+    scheduler: str = "auto"  # auto: ASHA for searches, none for grids
+    tracking_uri: str | None = None
+    address: str | None = None
+    storage_path: str | None = None
+    resume: bool = False
+    restart: bool = False  # archive the stored state and start the sweep again
+    trial_timeout_min: float | None = None  # end a trial that runs longer (timed_out)
+    time_budget_h: float | None = None  # launch no trial after this much wall time
+    verbose: bool = False
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Everything decided before Ray starts; building it raises ValueError on bad input."""
+
+    space: Space
+    name: str
+    base: RunConfig
+    specs: list[TrialSpec]  # grid only: every valid cell, expanded once
+    skipped: list[Skipped]
+    storage: Path
+
+    @property
+    def folder(self) -> Path:
+        """The sweep's Tune experiments and checkpoints; its path is the record's sweep key."""
+        return self.storage / self.name
+
+
+def plan(opts: SweepOptions) -> Plan:
+    space = get_space(opts.space)
+    if opts.seeds:
+        space = replace(space, seeds=opts.seeds)
+    if opts.trials is not None:
+        space = replace(space, trials=opts.trials)
+    base = from_dict(nest(space.base))
+    extra = parse_overrides(opts.overrides)
+    if opts.max_steps:
+        extra.setdefault("train", {})["max_steps"] = opts.max_steps
+    base = from_dict(extra, base)
+    cells, skipped = grid_cells(space, base) if space.kind == "grid" else ([], [])
+    if space.kind == "grid" and not cells:
+        reasons = "; ".join(sorted({s.reason for s in skipped}))
+        raise ValueError(f"space {space.name!r} has no valid configuration ({reasons})")
+    storage = Path(opts.storage_path or Path.cwd() / "ray_results").resolve()
+    _check_writable(storage)
+    name = opts.name or space.name
+    if opts.resume and opts.restart:
+        raise ValueError("--resume and --restart contradict each other; give one")
+    if opts.resume and not (storage / name).is_dir():
+        raise ValueError(
+            f"--resume: no stored sweep at {storage / name}; "
+            "check --name and --storage-path, or drop --resume to start it"
+        )
+    for flag, value in (
+        ("--trial-timeout", opts.trial_timeout_min),
+        ("--time-budget", opts.time_budget_h),
+    ):
+        if value is not None and not (value > 0 and math.isfinite(value)):
+            raise ValueError(f"{flag} {value}: must be a positive number")
+    _check_address(opts.address or os.environ.get("RAY_ADDRESS"))
+    return Plan(space, name, base, grid_specs(cells), skipped, storage)
+
+
+def _check_address(address: str | None) -> None:
+    """An explicit host:port must accept a connection (a cluster that is not there would
+    otherwise surface as a long time-out, after the record was opened). 'auto' and 'local'
+    are left to Ray."""
+    if not address or address in ("auto", "local"):
+        return
+    import socket
+
+    target = address.removeprefix("ray://")
+    host, _, port = target.rpartition(":")
+    try:
+        with socket.create_connection((host or "127.0.0.1", int(port)), timeout=5):
+            pass
+    except (OSError, ValueError) as err:
+        raise ValueError(
+            f"--address {address}: no Ray cluster reachable there ({err}); give host:port of a "
+            "running head node, or 'auto'"
+        ) from None
+
+
+def _check_writable(folder: Path) -> None:
+    """The storage path must be a folder we can create things in. Probed by creating and
+    removing a temporary folder in its nearest existing ancestor (permission bits say nothing
+    when running as root), so a refused path leaves nothing behind."""
+    existing = next((p for p in (folder, *folder.parents) if p.exists()), None)
+    try:
+        if existing is None or not existing.is_dir():
+            raise OSError("no existing parent folder")
+        Path(tempfile.mkdtemp(dir=existing, prefix=".nas-probe-")).rmdir()
+    except OSError:
+        raise ValueError(f"--storage-path {folder}: not a writable folder") from None

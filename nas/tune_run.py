@@ -1,0 +1,153 @@
+"""The Ray side of a sweep: start or join Ray, and this invocation's Tune experiment (resources
+per trial, grid or warm-started search, ASHA where it fits, the time budget); SIGTERM handled as
+Ctrl-C."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+from typing import Any
+
+from nas.checkpoints import next_experiment
+from nas.spec import TrialSpec
+from nas.sweep_plan import Plan, SweepOptions
+from nas.tracking import RecordedTrial
+from nas.trial import SweepContext, run_trial
+from reports.schema import GRID_PARAM
+
+
+def tuner(
+    opts: SweepOptions,
+    p: Plan,
+    ctx: SweepContext,
+    todo: list[TrialSpec] | int,
+    callbacks: list[Any],
+    recorded: dict[str, RecordedTrial],
+) -> Any:
+    """This invocation's Tune experiment: the grid's trials still to run (``todo`` specs,
+    passed by key), or ``todo`` more proposals of a search warm-started from the record."""
+    from ray import tune
+
+    from nas.outcomes import TimeBudget
+    from nas.searcher import searcher
+
+    trainable = tune.with_resources(
+        tune.with_parameters(run_trial, ctx=ctx),
+        {"cpu": _cpus_per_trial(opts), "gpu": _gpus_per_trial(opts)},
+    )
+    run_config = tune.RunConfig(
+        name=next_experiment(p.folder),
+        storage_path=str(p.folder),
+        # Every checkpoint is kept while the sweep runs: an interrupted trial resumes from the
+        # newest one of its key, in whichever invocation wrote it. A settled sweep prunes them.
+        checkpoint_config=tune.CheckpointConfig(num_to_keep=None),
+        failure_config=tune.FailureConfig(max_failures=2),
+        stop=TimeBudget(ctx.deadline),
+        verbose=1 if opts.verbose else 0,
+        callbacks=callbacks,
+    )
+    if isinstance(todo, list):
+        param_space = {GRID_PARAM: tune.grid_search([s.key for s in todo])}
+        tune_config = tune.TuneConfig(
+            scheduler=_scheduler(opts, p),  # carries its own metric: Tune refuses it twice
+            max_concurrent_trials=opts.concurrency,
+            reuse_actors=True,
+        )
+    else:
+        param_space = {}
+        tune_config = tune.TuneConfig(
+            # the searcher and ASHA carry their own metrics
+            search_alg=searcher(p.space, recorded, dict(ctx.worst)),
+            scheduler=_scheduler(opts, p),
+            num_samples=todo,
+            max_concurrent_trials=opts.concurrency,
+            reuse_actors=True,
+        )
+    return tune.Tuner(
+        trainable, param_space=param_space, tune_config=tune_config, run_config=run_config
+    )
+
+
+def _scheduler(opts: SweepOptions, p: Plan) -> Any:
+    """ASHA for single-objective searches by default. Never by default for a grid (an ablation
+    compares full runs) nor for a multi-objective search (stopping on the first objective
+    would cut the small, cheap models a Pareto front is looking for)."""
+    single = len(p.space.objectives) == 1
+    auto = p.space.kind == "search" and single
+    if not (opts.scheduler == "asha" or (opts.scheduler == "auto" and auto)):
+        return None
+    from ray.tune.schedulers import ASHAScheduler
+
+    t = p.base.train
+    first = p.space.objectives[0]
+    return ASHAScheduler(
+        metric=first.key,
+        mode=first.mode,
+        time_attr="step",
+        max_t=t.max_steps,
+        grace_period=min(t.val_every, t.max_steps),
+        reduction_factor=2,
+    )
+
+
+def _cpus_per_trial(opts: SweepOptions) -> float:
+    """Ray sets a trial's OMP_NUM_THREADS (so torch's threads) to the CPUs it reserves: one CPU
+    per trial would leave a laptop's other cores idle at concurrency 1. By default a trial gets
+    the largest node's cores shared by the concurrent trials (never more than one node has)."""
+    if opts.cpus_per_trial is not None:
+        return opts.cpus_per_trial
+    import ray
+
+    per_node = [n["Resources"].get("CPU", 0) for n in ray.nodes() if n.get("Alive")]
+    largest = max(per_node, default=1.0)
+    return float(max(1, int(largest // opts.concurrency)))
+
+
+def _gpus_per_trial(opts: SweepOptions) -> float:
+    """One GPU per trial where the cluster (or this machine) has any, unless told otherwise;
+    Ray then hides the GPUs from trials that asked for none, so those train on the CPU."""
+    if opts.gpus_per_trial is not None:
+        return opts.gpus_per_trial
+    import ray
+
+    return 1.0 if ray.cluster_resources().get("GPU", 0) > 0 else 0.0
+
+
+def _quiet_ray(verbose: bool) -> None:
+    """Our own progress lines replace Ray's console output unless --verbose."""
+    if verbose:
+        return
+
+    os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")  # the legacy reporter is silent at verbose 0
+    os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
+    logging.getLogger("ray._private.authentication.authentication_token_setup").setLevel(
+        logging.ERROR
+    )
+
+
+def start_ray(opts: SweepOptions) -> None:
+    _quiet_ray(opts.verbose)
+    import ray
+
+    address = opts.address or os.environ.get("RAY_ADDRESS")
+    ray.init(
+        address=address,
+        include_dashboard=False,
+        log_to_driver=opts.verbose,
+        configure_logging=True,
+        logging_level=logging.INFO if opts.verbose else logging.WARNING,
+    )
+
+
+def on_sigterm(seen: dict[str, bool]) -> None:
+    """SIGTERM behaves like Ctrl-C: Tune saves its state and stops the trials, the record marks
+    them killed, and the exit status says so (143). Tune listens for SIGINT only, so the
+    handler raises that in this process; the flag remembers which signal it was. Installed
+    after ``ray.init``, whose own handler exits the driver at once (the process aborted)."""
+
+    def handler(signum: int, frame: Any) -> None:
+        seen["sigterm"] = True
+        signal.raise_signal(signal.SIGINT)
+
+    signal.signal(signal.SIGTERM, handler)
