@@ -5,9 +5,6 @@ read in order; a damaged record refused in one line; and ``nas report --plan``."
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,8 +13,7 @@ import pytest
 
 from reports.load import LEGACY_INFEASIBLE, list_sweeps, load_sweep, trial_status
 from reports.schema import PLANS_FOLDER, ROLE_SWEEP, ROLE_TRIAL, Status, Tag
-
-ENV = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"}
+from tests.cli import run_nas as _nas
 
 
 class Store:
@@ -162,17 +158,6 @@ def test_missing_required_tag_is_refused_in_one_line(store: Store) -> None:
         ValueError, match=r"sweep 'damaged': 1 trial runs lack tags: run \w+ lacks nas.seed$"
     ):
         load_sweep(store.uri, "damaged")
-
-
-def _nas(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "nas.cli", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=ENV,
-    )
 
 
 def test_plan_latest_without_plans_exits_2_with_one_line(store: Store, tmp_path: Path) -> None:

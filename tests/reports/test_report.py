@@ -6,10 +6,7 @@ record."""
 from __future__ import annotations
 
 import dataclasses
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -20,21 +17,9 @@ from reports.load import load_sweep
 from reports.render_md import render_markdown
 from reports.schema import Status
 from reports.sections.results import COLUMNS
+from tests.cli import run_nas as _nas
 from tests.reports.browser import check_page
 from tests.reports.test_browser import artifact_dir
-
-ENV = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"}
-
-
-def _nas(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "nas.cli", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env=ENV,
-    )
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,21 @@
+"""Running the ``nas`` command as a user does, in a subprocess (telemetry off)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ENV = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"}
+
+
+def run_nas(cwd: Path, *args: str, timeout: int = 600) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "nas.cli", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=ENV,
+    )
