@@ -67,11 +67,12 @@ def _recorded_overrides(run_id: str, tracking_uri: str | None) -> list[str]:
     """A recorded trial's params as --set pairs; warns when the code version differs."""
     from nas.tracking import resolve_tracking_uri
     from reports.load import load_run
+    from reports.schema import Tag
     from trainers.config_io import field_help
 
     run = load_run(resolve_tracking_uri(tracking_uri), run_id)
     keys = field_help()
-    recorded = run.tags.get("nas.version")
+    recorded = run.tags.get(Tag.VERSION)
     current = package_version()
     if recorded and recorded != current:
         print(f"warning: run {run_id} was recorded by version {recorded}; this is {current}")
