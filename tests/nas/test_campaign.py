@@ -299,8 +299,9 @@ def test_a_killed_trial_worker_is_retried_from_its_checkpoint_into_the_same_run(
 
 
 def test_more_trials_continue_the_same_search(tmp_path: Path) -> None:
-    """--trials 5 after a finished 3-trial TPE search runs only the 2 new proposals, with the
-    earlier 3 in the study (their runs untouched); the record holds 5 distinct trials."""
+    """A TPE search with ASHA over a YAML space runs its 3 trials, each a child run with its
+    sampled values as params; --trials 5 then runs only the 2 new proposals, with the earlier 3
+    in the study (their runs untouched); the record holds 5 distinct trials."""
     from tests.nas.test_sweep import TINY_SEARCH
 
     space = tmp_path / "search.yaml"
@@ -309,6 +310,7 @@ def test_more_trials_continue_the_same_search(tmp_path: Path) -> None:
     assert first.returncode == 0, first.stderr[-3000:]
     _, before, client = _trials(tmp_path, "more")
     assert len(before) == 3
+    assert all(3e-4 <= float(r.data.params["train.lr"]) <= 1e-2 for r in before)
     more = _sweep(tmp_path, str(space), "--name", "more", "--trials", "5")
     assert more.returncode == 0, more.stderr[-3000:]
     assert "3 settled earlier" in more.stdout

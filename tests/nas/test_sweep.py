@@ -161,20 +161,6 @@ def test_unusable_tracking_store_exits_2(tmp_path: Path) -> None:
     assert not (tmp_path / "ray").exists()
 
 
-def test_tpe_search_with_asha(tmp_path: Path) -> None:
-    """A TPE search over a YAML space: the budgeted number of trials, each a child run with the
-    sampled values as params."""
-    space = tmp_path / "search.yaml"
-    space.write_text(TINY_SEARCH)
-    proc = _sweep(tmp_path, str(space), "--name", "tpe")
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    runs, _ = _runs(tmp_path, "tpe")
-    children = [r for r in runs if r.data.tags.get("nas.role") == "trial"]
-    assert len(children) == 3
-    lrs = {float(c.data.params["train.lr"]) for c in children}
-    assert len(lrs) == 3 and all(3e-4 <= lr <= 1e-2 for lr in lrs)
-
-
 PARETO_SEARCH = """\
 description: validation loss against parameter count; n_heads 3 cannot split d_model 32
 kind: search
