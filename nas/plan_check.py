@@ -49,6 +49,13 @@ def conflicts(stored: StoredSweep, base: Mapping[str, Any], specs: Iterable[Tria
         changed = differences(recorded.params, flatten(spec.config))
         if changed:
             return f"the recorded trial {spec.label!r} differs ({_shown(changed)})"
+        if recorded.key != spec.key:
+            # Same cell, same configuration, another key: recorded by an older version (or
+            # its point was written differently). Continuing would run it a second time.
+            return (
+                f"the recorded trial {spec.label!r} has another trial key ({recorded.key} -> "
+                f"{spec.key}: recorded by an older version, or its point was rewritten)"
+            )
     return ""
 
 

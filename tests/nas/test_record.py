@@ -84,6 +84,8 @@ def test_plan_check_refuses_a_changed_base_or_cell_and_allows_an_extension() -> 
     reason = conflicts(stored, flatten(base), edited)
     assert repr(specs[0].label) in reason and "train.lr: 0.003 -> 0.01" in reason
     assert differences({"a": "1", "old": "x"}, {"a": 1, "new": "y"}) == []
+    legacy = _stored(base, [replace(_recorded(specs[0], Status.FINISHED, {}), key="cell-00000")])
+    assert "has another trial key (cell-00000 ->" in conflicts(legacy, flatten(base), specs)
 
 
 def test_newest_loadable_checkpoint_is_found_by_key(tmp_path: Path) -> None:
