@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from reports.plans import PLAN_CHOICES
+from reports.redact import redact
 
 FORMATS = ("html", "md")
 
@@ -54,7 +55,7 @@ def run_report(args: argparse.Namespace) -> int:
     if not args.sweep:
         sweeps = list_sweeps(uri)
         if not sweeps:
-            print(f"no sweeps in {uri}; run `nas sweep quick` first")
+            print(f"no sweeps in {redact(uri)}; run `nas sweep quick` first")
         for name, trials in sweeps:
             print(f"{name:<32} {trials} trial runs")
         return 0
@@ -71,7 +72,7 @@ def run_report(args: argparse.Namespace) -> int:
     for path in written:
         if path.suffix in (".html", ".md"):
             print(f"wrote {path}")
-    store = "" if args.tracking_uri is None else f" --tracking-uri {uri}"
+    store = "" if args.tracking_uri is None else f" --tracking-uri {redact(uri)}"
     print(f"browse the runs: nas ui{store}")
     return 0
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from nas.tracking import RecordedTrial
+from reports.redact import redact
 from reports.schema import FINAL_OF, Metric, Status
 from search_spaces.pareto import pareto_front
 
@@ -112,9 +113,9 @@ def best(results: Sequence[Outcome]) -> Outcome | None:
 
 
 def print_next(name: str, uri: str, default_uri: str, state: Any) -> None:
-    print(f"runs recorded in MLflow at {uri} (experiment {name})")
+    print(f"runs recorded in MLflow at {redact(uri)} (experiment {name})")
     print(f"Tune state and checkpoints in {state}")
-    store = "" if uri == default_uri else f" --tracking-uri {uri}"
+    store = "" if uri == default_uri else f" --tracking-uri {redact(uri)}"
     print(f"next: `nas report {name}{store}` for the report, `nas ui{store}` to browse")
 
 

@@ -25,10 +25,13 @@ from nas.tracking import (
     log_sweep_text,
     open_sweep,
     recorded_trials,
+    shareable,
     supersede,
 )
 from nas.trial import SweepContext
+from reports.redact import redact
 from reports.schema import SKIPPED_FILE, SPACE_FILE, Tag
+from reports.stores import check_store
 from trainers.config import flatten
 
 
@@ -70,6 +73,7 @@ def _archive(folder: Path) -> None:
 def _stored(uri: str, p: Plan) -> StoredSweep | None:
     """What the store already holds of this sweep (read only); a store that cannot be read is
     bad input, not a crash."""
+    check_store(uri)
     try:
         return find_sweep(uri, p.name, str(p.folder))
     except Exception as err:  # MLflow raises its own exception types, sqlalchemy's, OSError
@@ -79,7 +83,7 @@ def _stored(uri: str, p: Plan) -> StoredSweep | None:
 def _store_error(uri: str, err: BaseException) -> str:
     from reports.load import first_line
 
-    return f"--tracking-uri {uri}: cannot open the MLflow store ({first_line(err)})"
+    return redact(f"--tracking-uri {uri}: cannot open the MLflow store ({first_line(err)})")
 
 
 def _open_record(uri: str, p: Plan) -> SweepRecord:
@@ -102,7 +106,7 @@ def _open_record(uri: str, p: Plan) -> SweepRecord:
 
 
 def _command() -> str:
-    return " ".join(sys.argv)
+    return redact(" ".join(sys.argv))  # a --tracking-uri may carry a password
 
 
 def _versions() -> dict[str, str]:
@@ -148,7 +152,7 @@ def context(opts: SweepOptions, p: Plan, record: SweepRecord) -> SweepContext:
     worst = {o.key: math.inf if o.mode == "min" else -math.inf for o in p.space.objectives}
     checkpoints = latest_checkpoints(p.folder)
     return SweepContext(
-        record=record,
+        record=shareable(record),  # Tune pickles it to disk: no password
         base=p.base,
         space=p.space,
         specs={s.key: s for s in p.specs},

@@ -13,10 +13,11 @@ import math
 import os
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from reports.redact import redact
 from reports.schema import (
     PLANS_FOLDER,
     REPORT_FOLDER,
@@ -41,6 +42,23 @@ def config_hash(params: Mapping[str, Any]) -> str:
     return hashlib.sha256(json.dumps(dict(params), sort_keys=True).encode()).hexdigest()[:12]
 
 
+# The tracking URI with its password, for trial workers: what Tune pickles to disk (the
+# trainable's parameters, in ``tuner.pkl``) carries the URI redacted, and a worker finds the
+# real one here, set for every worker of the sweep through Ray's runtime environment.
+SECRET_URI_ENV = "NAS_TRACKING_URI"
+
+
+def shareable(record: SweepRecord) -> SweepRecord:
+    """The record as it may be pickled and written: its URI without the password."""
+    return replace(record, uri=redact(record.uri))
+
+
+def _connect_uri(uri: str) -> str:
+    """A redacted URI back in full from the worker's environment (unchanged otherwise)."""
+    real = os.environ.get(SECRET_URI_ENV, "")
+    return real if real and redact(real) == uri else uri
+
+
 def _client(uri: str) -> Any:
     import logging
 
@@ -48,7 +66,7 @@ def _client(uri: str) -> Any:
     logging.getLogger("mlflow.store.db.utils").setLevel(logging.WARNING)  # migration chatter
     from mlflow.tracking import MlflowClient
 
-    return MlflowClient(tracking_uri=uri)
+    return MlflowClient(tracking_uri=_connect_uri(uri))
 
 
 @dataclass(frozen=True)

@@ -12,8 +12,9 @@ from typing import Any
 from nas.checkpoints import next_experiment
 from nas.spec import TrialSpec
 from nas.sweep_plan import Plan, SweepOptions
-from nas.tracking import RecordedTrial
+from nas.tracking import SECRET_URI_ENV, RecordedTrial, resolve_tracking_uri
 from nas.trial import SweepContext, run_trial
+from reports.redact import redact
 from reports.schema import GRID_PARAM
 
 
@@ -131,8 +132,13 @@ def start_ray(opts: SweepOptions) -> None:
     import ray
 
     address = opts.address or os.environ.get("RAY_ADDRESS")
+    uri = resolve_tracking_uri(opts.tracking_uri)
+    secret = {SECRET_URI_ENV: uri} if redact(uri) != uri else {}
+    os.environ.update(secret)  # the driver's own callbacks write with the shareable record too
     ray.init(
         address=address,
+        # a password in the tracking URI reaches the workers here, never through a pickle
+        runtime_env={"env_vars": secret} if secret else None,
         include_dashboard=False,
         log_to_driver=opts.verbose,
         configure_logging=True,

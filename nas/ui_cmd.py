@@ -42,6 +42,7 @@ def ui_command(uri: str, host: str, port: int) -> list[str]:
 
 def run_ui(args: argparse.Namespace) -> int:
     from nas.tracking import resolve_tracking_uri
+    from reports.redact import redact
 
     if not 0 < args.port < 65536:
         raise ValueError(f"--port {args.port}: expected 1 to 65535")
@@ -51,7 +52,10 @@ def run_ui(args: argparse.Namespace) -> int:
         "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false",
         "MLFLOW_DISABLE_TELEMETRY": "true",
     }
-    print(f"MLflow UI for {uri} at http://{args.host}:{args.port} (Ctrl-C stops it)", flush=True)
+    print(
+        f"MLflow UI for {redact(uri)} at http://{args.host}:{args.port} (Ctrl-C stops it)",
+        flush=True,
+    )
     proc = subprocess.Popen(ui_command(uri, args.host, args.port), env=env)
     try:
         return proc.wait()

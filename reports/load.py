@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from reports.plans import PlanChoice
+from reports.redact import redact
 from reports.schema import (
     BEST_VAL_LOSS,
     LEGACY_INFEASIBLE,
@@ -28,6 +29,7 @@ from reports.schema import (
     Status,
     Tag,
 )
+from reports.stores import check_store
 
 CURVE_METRICS = (Metric.VAL_LOSS, Metric.VAL_BPB)
 # Tags every trial run carries, old record or new, and the one every run that records its
@@ -134,7 +136,8 @@ def load_run(uri: str, run_id: str) -> RecordedRun:
     try:
         run = _client(uri).get_run(run_id)
     except MlflowException as err:
-        raise ValueError(f"--from-run {run_id}: no such run in {uri} ({first_line(err)})") from None
+        message = f"--from-run {run_id}: no such run in {uri} ({first_line(err)})"
+        raise ValueError(redact(message)) from None
     return RecordedRun(run_id, dict(run.data.params), dict(run.data.tags), dict(run.data.metrics))
 
 
@@ -174,12 +177,13 @@ def _open(uri: str) -> Any:
             path = Path.cwd() / path
         if not path.is_file():
             raise ValueError(f"--tracking-uri {uri}: no MLflow store there (no such file)")
+    check_store(uri)
     client = _client(uri)
     try:
         client.search_experiments(max_results=1)
     except Exception as err:  # sqlalchemy, OSError, MLflow's own: all mean "cannot open"
         raise ValueError(
-            f"--tracking-uri {uri}: cannot open the MLflow store ({first_line(err)})"
+            redact(f"--tracking-uri {uri}: cannot open the MLflow store ({first_line(err)})")
         ) from None
     return client
 
@@ -192,7 +196,7 @@ def load_sweep(uri: str, name: str) -> SweepData:
     every = _sweep_runs(client, exp.experiment_id, ROLE_SWEEP) if exp else []
     if not every:
         known = ", ".join(n for n, _ in list_sweeps(uri)) or "none"
-        raise ValueError(f"no sweep named {name!r} in {uri}; sweeps there: {known}")
+        raise ValueError(redact(f"no sweep named {name!r} in {uri}; sweeps there: {known}"))
     parents, trials = _live(every, _sweep_runs(client, exp.experiment_id, ROLE_TRIAL))
     if not parents:
         raise ValueError(f"sweep {name!r}: every parent run was archived by --restart")

@@ -3,9 +3,11 @@
 These modules start whole sweeps (``nas sweep`` in a subprocess, with its own local Ray; the
 report tests sweep ``smoke`` over two seeds once for the module), a two-node Ray cluster, or a
 headless browser. A rule here rather than a decorator per test, because
-``tests/nas/test_sweep.py`` is being rewritten: the rule holds whatever tests it ends up with.
+the rule holds whatever tests a module ends up with.
 The few quick checks in these modules (bad input exiting 2 before any trial starts) ride along.
 ``make test`` still runs every test; ``make test-slow`` (``-m slow``) runs only these.
+
+Also the suite-wide fixtures: ``postgres_db`` (a database of its own on a real PostgreSQL).
 """
 
 from __future__ import annotations
@@ -14,11 +16,17 @@ from pathlib import Path
 
 import pytest
 
+from tests.postgres import postgres_db
+
+__all__ = ["postgres_db"]
+
 TESTS = Path(__file__).parent
 SLOW_MODULES = frozenset(
     TESTS / name
     for name in (
         "nas/test_sweep.py",
+        "nas/test_campaign.py",
+        "nas/test_postgres.py",
         "nas/test_cluster.py",
         "reports/test_browser.py",
         "reports/test_report.py",

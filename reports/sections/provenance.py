@@ -11,6 +11,7 @@ import pandas as pd
 from reports.document import Paragraph, Section, Table
 from reports.load import SweepData
 from reports.outcomes import WORDS, counts
+from reports.redact import redact
 from reports.schema import COMPARABLE, Status
 from reports.sections.cells import MAX_ROWS
 
@@ -41,7 +42,7 @@ def provenance(data: SweepData) -> Section:
             ", ".join(f"{k} {v}" for k, v in p["versions"].iloc[-1].items()) or "not recorded",
         ),
         ("hardware", "; ".join(_values(t, "hardware")) or "not recorded"),
-        ("MLflow store", data.uri),
+        ("MLflow store", redact(data.uri)),
         ("trials", run_counts(found, len(data.skipped))),
     ]
     if data.superseded:
