@@ -80,6 +80,14 @@ def add_sweep_parser(sub: Any) -> None:
         help="launch no trial after this much wall time; running trials stop at their next "
         "checkpoint and the same command continues the sweep (exit status 75)",
     )
+    p.add_argument(
+        "--study-storage",
+        metavar="URL",
+        help="searches: keep the Optuna study in this database (sqlite:///<file> or "
+        "postgresql://...), under the sweep's name: it outlives the storage path, "
+        "`optuna-dashboard URL` browses it while the sweep runs, and a driver on another "
+        "machine continues it",
+    )
     p.add_argument("--verbose", action="store_true", help="show Ray's own output")
     p.set_defaults(run=run)
 
@@ -116,6 +124,7 @@ def run(args: argparse.Namespace) -> int:
         restart=args.restart,
         trial_timeout_min=args.trial_timeout,
         time_budget_h=args.time_budget,
+        study_storage=args.study_storage,
         verbose=args.verbose,
     )
     return run_sweep(opts)

@@ -11,6 +11,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from nas.spec import TrialSpec, grid_specs
+from reports.redact import redact
+from reports.stores import check_store
 from search_spaces import Space, get_space, grid_cells
 from search_spaces.space import Skipped, nest
 from trainers.config import RunConfig
@@ -36,6 +38,7 @@ class SweepOptions:
     restart: bool = False  # archive the stored state and start the sweep again
     trial_timeout_min: float | None = None  # end a trial that runs longer (timed_out)
     time_budget_h: float | None = None  # launch no trial after this much wall time
+    study_storage: str | None = None  # searches: the Optuna study in this database
     verbose: bool = False
 
 
@@ -87,8 +90,24 @@ def plan(opts: SweepOptions) -> Plan:
     ):
         if value is not None and not (value > 0 and math.isfinite(value)):
             raise ValueError(f"{flag} {value}: must be a positive number")
+    if opts.study_storage is not None:
+        _check_study_storage(opts.study_storage, space)
     _check_address(opts.address or os.environ.get("RAY_ADDRESS"))
     return Plan(space, name, base, grid_specs(cells), skipped, storage)
+
+
+def _check_study_storage(url: str, space: Space) -> None:
+    """A search's study database: SQLite or PostgreSQL, reachable; a grid has no study."""
+    if space.kind != "search":
+        raise ValueError(
+            f"--study-storage: only a search has an Optuna study; {space.name!r} is a grid"
+        )
+    scheme = url.partition("://")[0].split("+")[0]
+    if scheme not in ("sqlite", "postgresql", "postgres"):
+        raise ValueError(
+            redact(f"--study-storage {url}: give a sqlite:///<file> or postgresql:// URL")
+        )
+    check_store(url, flag="--study-storage")
 
 
 def _check_address(address: str | None) -> None:

@@ -83,9 +83,9 @@ def run_trial(config: dict[str, Any], ctx: SweepContext) -> None:
     out = Path(tune.get_context().get_trial_dir())
     try:
         result = _fit(spec, out, run, ctx)
-    except BaseException as err:
-        # The driver decides the status (Tune may retry; the stop may be Tune's own): the
-        # trial only leaves the reason for it.
+    except Exception as err:
+        # The driver decides the status (Tune may retry): the trial only leaves the reason.
+        # Not for BaseException: Tune stops a trial (ASHA) by ending its thread with one.
         from reports.load import first_line
 
         run.client.set_tag(run.run_id, Tag.REASON, first_line(err)[:5000])

@@ -59,7 +59,9 @@ def tuner(
         param_space = {}
         tune_config = tune.TuneConfig(
             # the searcher and ASHA carry their own metrics
-            search_alg=searcher(p.space, recorded, dict(ctx.worst)),
+            search_alg=searcher(
+                p.space, recorded, dict(ctx.worst), ctx.seed, opts.study_storage, p.name
+            ),
             scheduler=_scheduler(opts, p),
             num_samples=todo,
             max_concurrent_trials=opts.concurrency,
@@ -89,6 +91,9 @@ def _scheduler(opts: SweepOptions, p: Plan) -> Any:
         max_t=t.max_steps,
         grace_period=min(t.val_every, t.max_steps),
         reduction_factor=2,
+        # A trial that reaches max_t ends on its own and reports its status; ASHA's default
+        # stop at max_t cut it at its last validation instead, and it read as stopped early.
+        stop_last_trials=False,
     )
 
 

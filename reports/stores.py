@@ -20,7 +20,7 @@ def _libpq_url(uri: str) -> str | None:
     return f"postgresql://{rest}"
 
 
-def check_store(uri: str) -> None:
+def check_store(uri: str, flag: str = "--tracking-uri") -> None:
     """ValueError, one line with the password redacted, when a PostgreSQL store cannot be
     reached or logged into."""
     url = _libpq_url(uri)
@@ -32,5 +32,5 @@ def check_store(uri: str) -> None:
         psycopg.connect(url, connect_timeout=CONNECT_TIMEOUT_S).close()
     except psycopg.Error as err:
         reason = (str(err).strip().splitlines() or [type(err).__name__])[0]
-        message = f"--tracking-uri {uri}: cannot reach the database ({reason})"
+        message = f"{flag} {uri}: cannot reach the database ({reason})"
         raise ValueError(redact(message)) from None

@@ -299,19 +299,29 @@ def test_a_killed_trial_worker_is_retried_from_its_checkpoint_into_the_same_run(
 
 
 def test_more_trials_continue_the_same_search(tmp_path: Path) -> None:
-    """A TPE search with ASHA over a YAML space runs its 3 trials, each a child run with its
-    sampled values as params; --trials 5 then runs only the 2 new proposals, with the earlier 3
-    in the study (their runs untouched); the record holds 5 distinct trials."""
+    """A TPE search with ASHA over a YAML space, its study kept in a SQLite database
+    (--study-storage), runs its 3 trials, each a child run with its sampled values as params,
+    finished or stopped early by ASHA (a trial reaching the last step finishes); with the
+    storage path deleted, --trials 5 runs only the 2 new proposals, the earlier 3 in the study
+    and their runs untouched: the record and the stored study hold the same 5 distinct
+    trials."""
     from tests.nas.test_sweep import TINY_SEARCH
 
     space = tmp_path / "search.yaml"
     space.write_text(TINY_SEARCH)
-    first = _sweep(tmp_path, str(space), "--name", "more")
+    study = ("--study-storage", f"sqlite:///{tmp_path / 'study.db'}")
+    first = _sweep(tmp_path, str(space), "--name", "more", *study)
     assert first.returncode == 0, first.stderr[-3000:]
     _, before, client = _trials(tmp_path, "more")
     assert len(before) == 3
     assert all(3e-4 <= float(r.data.params["train.lr"]) <= 1e-2 for r in before)
-    more = _sweep(tmp_path, str(space), "--name", "more", "--trials", "5")
+    for run in before:
+        status = run.data.tags[Tag.STATUS]
+        assert status in ("finished", "stopped_early") and not run.data.tags.get(Tag.REASON)
+        if status == "finished":
+            assert run.data.metrics[Metric.FINAL_STEPS] == 20
+    shutil.rmtree(tmp_path / "ray")
+    more = _sweep(tmp_path, str(space), "--name", "more", "--trials", "5", *study)
     assert more.returncode == 0, more.stderr[-3000:]
     assert "3 settled earlier" in more.stdout
     _, after, client = _trials(tmp_path, "more")
@@ -321,3 +331,10 @@ def test_more_trials_continue_the_same_search(tmp_path: Path) -> None:
         again = next(r for r in after if r.info.run_id == run.info.run_id)
         assert again.data.metrics == run.data.metrics
     assert len({r.data.params["train.lr"] for r in after}) == 5
+    import optuna
+
+    stored = optuna.load_study(study_name="more", storage=study[1])
+    assert [t.state.name for t in stored.trials] == ["COMPLETE"] * 5
+    assert {t.params["train.lr"] for t in stored.trials} == {
+        float(r.data.params["train.lr"]) for r in after
+    }

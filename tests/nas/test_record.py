@@ -128,7 +128,7 @@ def test_searcher_warm_start_holds_every_settled_trial_and_reruns_the_killed() -
         bad.key: _recorded(bad, Status.DIVERGED, {}),
         cut.key: _recorded(cut, Status.KILLED, {"val/loss": 3.0}),
     }
-    search = searcher(SEARCH, recorded, {"val_loss": math.inf})
+    search = searcher(SEARCH, recorded, {"val_loss": math.inf}, 0)
     study = search._ot_study
     values = sorted(t.value for t in study.trials if t.state.name == "COMPLETE")
     assert values == [2.5, math.inf]
