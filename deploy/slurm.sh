@@ -8,14 +8,17 @@
 # --storage-path. An example, not tested on a real cluster: adjust the #SBATCH lines (and add
 # --partition/--account as your site requires).
 #
-# Environment (all optional):
+# Environment (optional, except that the MLflow store needs one of the two MLflow lines):
 #   NAS_SHARED       a folder every node sees at the same path (default $HOME/nas-shared):
-#                    Tune state and checkpoints ($NAS_SHARED/ray_results), the MLflow store
+#                    Tune state and checkpoints ($NAS_SHARED/ray_results), MLflow's artifacts
 #                    and the Ray token. Keep it the same across jobs: resubmitting the same
 #                    command resumes the sweep from there.
 #   NAS_VENV         a virtual environment with the project installed (nas, ray, mlflow on PATH)
-#   MLFLOW_TRACKING_URI  an MLflow server every node can reach; if unset, one is started on
-#                    the head (below)
+#   MLFLOW_TRACKING_URI  an MLflow server (or postgresql:// database) every node can reach;
+#                    if unset, a server is started on the head (below)
+#   NAS_MLFLOW_BACKEND   the run store of that server: a postgresql:// URL of your site's
+#                    database (required when the script starts the server: SQLite on a shared
+#                    file system corrupts under concurrent writers)
 #   NAS_MLFLOW_HOST  where that server listens: 127.0.0.1 (default) or `head` for the head's
 #                    address. Trials log to MLflow from the node they run on, so with
 #                    127.0.0.1 only trials placed on the head can log; use `head` on a trusted
@@ -122,8 +125,9 @@ if [[ -z "${MLFLOW_TRACKING_URI:-}" ]]; then
         echo "slurm.sh: MLflow listens on 127.0.0.1: trials on ${workers[*]} cannot log to it;" \
             "set NAS_MLFLOW_HOST=head (trusted network) or MLFLOW_TRACKING_URI" >&2
     fi
+    backend="${NAS_MLFLOW_BACKEND:?set NAS_MLFLOW_BACKEND to a postgresql:// URL for the MLflow server (or MLFLOW_TRACKING_URI to an existing store)}"
     mlflow server --host "$mlflow_host" --port 5000 \
-        --backend-store-uri "sqlite:///$SHARED/mlflow.db" \
+        --backend-store-uri "$backend" \
         --artifacts-destination "$SHARED/mlartifacts" --workers 1 \
         >"$SHARED/mlflow-$SLURM_JOB_ID.log" 2>&1 &
     mlflow_pid=$!
