@@ -28,6 +28,11 @@ def trial_key(arm: str, point: Mapping[str, Any], seed: int) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+def trial_label(arm: str, seed: int) -> str:
+    """The one human-readable name of a trial (the live view, the summary): arm and seed."""
+    return f"{arm} seed {seed}"
+
+
 @dataclass(frozen=True)
 class TrialSpec:
     """One trial: ``key`` (its identity), ``arm`` (the label of its configuration without the
@@ -42,8 +47,7 @@ class TrialSpec:
 
     @property
     def label(self) -> str:
-        """The one human-readable name of a trial, used by the live view and the summary."""
-        return f"{self.arm} seed {self.seed}"
+        return trial_label(self.arm, self.seed)
 
 
 def grid_specs(cells: list[Cell]) -> list[TrialSpec]:

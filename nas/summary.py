@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from nas.spec import trial_label
 from nas.tracking import RecordedTrial
 from reports.redact import redact
 from reports.schema import FINAL_OF, Metric, Status
@@ -51,7 +52,7 @@ def outcomes(
     for key, r in recorded.items():
         if key not in planned:
             status = r.status.value if r.status else "running"
-            label = f"{r.arm} seed {r.seed}"
+            label = trial_label(r.arm, r.seed)
             out.append(Outcome(label, status, r.reason, r.metrics, r, planned=search))
     return out
 

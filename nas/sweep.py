@@ -30,7 +30,7 @@ from nas.tracking import (
 )
 from nas.trial import SweepContext
 from nas.tune_run import on_sigterm, start_ray, tuner
-from reports.schema import SETTLED, Status
+from reports.schema import SETTLED
 
 __all__ = ["SweepOptions", "plan", "run_sweep"]
 
@@ -91,7 +91,7 @@ def _finish(p: Plan, uri: str, record: SweepRecord, repeats: int) -> tuple[dict[
     )
 
     close_sweep(record, {}, None)
-    from nas.searcher import remaining
+    from nas.searcher import RERUN, remaining
 
     recorded = recorded_trials(record)
     planned = {s.key: s.label for s in p.specs} if p.space.kind == "grid" else None
@@ -100,10 +100,7 @@ def _finish(p: Plan, uri: str, record: SweepRecord, repeats: int) -> tuple[dict[
         missing = (
             remaining(p.space, recorded)
             - repeats
-            - sum(
-                t.status is None or t.status in (Status.KILLED, Status.FAILED)
-                for t in recorded.values()
-            )
+            - sum(t.status in RERUN for t in recorded.values())  # listed already
         )
         results += [
             Outcome(f"proposal {i + 1}", NOT_STARTED, "", {}, None) for i in range(max(0, missing))

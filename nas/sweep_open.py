@@ -24,7 +24,6 @@ from nas.tracking import (
     log_plan,
     log_sweep_text,
     open_sweep,
-    recorded_trials,
     shareable,
     supersede,
 )
@@ -58,7 +57,8 @@ def begin(uri: str, p: Plan, opts: SweepOptions) -> tuple[SweepRecord, dict[str,
     log_plan(record, plan_data)
     for s in p.skipped:
         print(f"skipped {s.arm}: {s.reason}")
-    return record, recorded_trials(record) if stored is not None and not opts.restart else {}
+    # what find_sweep read is this parent's trials (a restart starts a parent with none)
+    return record, stored.trials if stored is not None and not opts.restart else {}
 
 
 def _archive(folder: Path) -> None:
