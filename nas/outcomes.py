@@ -42,7 +42,8 @@ class Outcomes(tune.Callback):
         step = last.get(Report.STEP)
         status = ended_by_driver(self.ctx.deadline)
         key = self.ctx.key_for(trial.config)
-        set_outcome(self.ctx.record, key, status, step=None if step is None else int(step))
+        step_ = None if step is None else int(step)
+        set_outcome(self.ctx.record, key, status, step=step_, journal=self.ctx.journal(key))
 
     def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         from reports.load import first_line
@@ -50,7 +51,8 @@ class Outcomes(tune.Callback):
         error = trial.get_error()
         reason = first_line(error) if error is not None else "the trial's worker failed"
         key = self.ctx.key_for(trial.config)
-        set_outcome(self.ctx.record, key, Status.FAILED, reason, keep_reason=True)
+        journal = self.ctx.journal(key)
+        set_outcome(self.ctx.record, key, Status.FAILED, reason, keep_reason=True, journal=journal)
 
 
 class TimeBudget(Stopper):

@@ -14,10 +14,12 @@ invocation resumes in the next from the newest checkpoint of its key.
 
 from __future__ import annotations
 
+import shutil
 import sys
 from pathlib import Path
 
 from nas.checkpoints import latest_checkpoints, prune
+from nas.outbox import JOURNAL_FOLDER
 from nas.spec import TrialSpec
 from nas.sweep_open import begin, context
 from nas.sweep_plan import Plan, SweepOptions, plan
@@ -90,7 +92,7 @@ def _finish(p: Plan, uri: str, record: SweepRecord, repeats: int) -> tuple[dict[
         write_best,
     )
 
-    close_sweep(record, {}, None)
+    close_sweep(record, {}, None, p.folder)
     from nas.searcher import RERUN, remaining
 
     recorded = recorded_trials(record)
@@ -111,8 +113,9 @@ def _finish(p: Plan, uri: str, record: SweepRecord, repeats: int) -> tuple[dict[
     if top is not None:
         p.folder.mkdir(parents=True, exist_ok=True)
         write_best(top, p.folder / "best-config.yaml")
-    if not summary["sweep/unsettled"]:
+    if not summary["sweep/unsettled"]:  # every trial's steps are in the record
         prune(p.folder, {Path(c[0]) for c in latest_checkpoints(p.folder).values()})
+        shutil.rmtree(p.folder / JOURNAL_FOLDER, ignore_errors=True)
     return summary, "KILLED" if summary["sweep/unsettled"] else "FINISHED"
 
 
@@ -131,7 +134,7 @@ def run_sweep(opts: SweepOptions) -> int:
         status = "KILLED"
         print("interrupted: run the same command again to resume", file=sys.stderr)
     finally:
-        close_sweep(record, summary, status)
+        close_sweep(record, summary, status, p.folder)
     if seen["sigterm"]:
         return EXIT_TERMINATED
     if status == "KILLED":

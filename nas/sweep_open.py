@@ -162,4 +162,5 @@ def context(opts: SweepOptions, p: Plan, record: SweepRecord) -> SweepContext:
         resume_from={k: tuple(str(c) for c in v) for k, v in checkpoints.items()},
         trial_timeout_s=None if opts.trial_timeout_min is None else opts.trial_timeout_min * 60,
         deadline=None if opts.time_budget_h is None else time.time() + opts.time_budget_h * 3600,
+        folder=str(p.folder),
     )

@@ -12,11 +12,20 @@ import json
 import math
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from nas.outbox import (
+    Entry,
+    Outbox,
+    as_metrics,
+    chunks,
+    journal_path,
+    read_journal,
+    unsent,
+)
 from reports.redact import redact
 from reports.schema import (
     PLANS_FOLDER,
@@ -191,14 +200,26 @@ def log_report(uri: str, run_id: str, folder: Path, artifact_path: str = REPORT_
     _client(uri).log_artifacts(run_id, str(folder), artifact_path=artifact_path)
 
 
-def close_sweep(record: SweepRecord, summary: Mapping[str, float], status: str | None) -> None:
-    """End any child left RUNNING (a trial interrupted mid-way: ``killed``, resumable) and
-    then the parent run (left as it is when ``status`` is None)."""
+def close_sweep(
+    record: SweepRecord,
+    summary: Mapping[str, float],
+    status: str | None,
+    folder: Path | None = None,
+) -> None:
+    """End any child left RUNNING (a trial interrupted mid-way: ``killed``, resumable; what
+    its journal under ``folder`` holds and the run lacks sent first) and then the parent run
+    (left as it is when ``status`` is None)."""
     client = _client(record.uri)
     for run in _children(client, record):
         if run.info.status == "RUNNING":
+            key = run.data.tags.get(Tag.TRIAL_KEY, "")
+            if folder is not None and key:
+                fill_in(client, run.info.run_id, journal_path(folder, key))
             _set_outcome(client, run.info.run_id, Status.KILLED, "", None)
-    _log_metrics(client, record.parent_run_id, summary, step=0)
+    now = int(time.time() * 1000)
+    entries = [(k, float(v), now, 0) for k, v in summary.items() if math.isfinite(v)]
+    if entries:
+        client.log_batch(record.parent_run_id, metrics=as_metrics(entries))
     if status is not None:
         client.set_terminated(record.parent_run_id, status=status)
 
@@ -243,16 +264,19 @@ def set_outcome(
     reason: str = "",
     step: int | None = None,
     keep_reason: bool = False,
+    journal: Path | None = None,
 ) -> None:
     """The driver's word on how a trial ended (stopped by the scheduler, failed for good,
-    interrupted), for the trials whose own code could not say it. With ``keep_reason``, a
-    reason the trial left itself (its exception) wins over ``reason``."""
+    interrupted), for the trials whose own code could not say it, after the steps its journal
+    holds and the run lacks are sent. With ``keep_reason``, a reason the trial left itself (its
+    exception) wins over ``reason``."""
     client = _client(record.uri)
     found = _find_trial(client, record, key)
     if found is None:
         return
     if keep_reason and found.data.tags.get(Tag.REASON):
         reason = ""
+    fill_in(client, found.info.run_id, journal)
     _set_outcome(client, found.info.run_id, status, reason, step)
 
 
@@ -274,19 +298,36 @@ def _find_trial(client: Any, record: SweepRecord, key: str) -> Any:
     return found[0] if found else None
 
 
-def _log_metrics(client: Any, run_id: str, metrics: Mapping[str, float], step: int) -> None:
-    from mlflow.entities import Metric
+def _steps(client: Any, run_id: str, keys: Iterable[str]) -> set[tuple[str, int]]:
+    """The (metric, step) pairs a run holds for these metrics."""
+    return {(k, m.step) for k in set(keys) for m in client.get_metric_history(run_id, k)}
 
-    now = int(time.time() * 1000)
-    batch = [Metric(k, float(v), now, step) for k, v in metrics.items() if math.isfinite(v)]
-    if batch:
-        client.log_batch(run_id, metrics=batch)
+
+def fill_in(
+    client: Any, run_id: str, journal: Path | None, recorded: set[tuple[str, int]] | None = None
+) -> set[tuple[str, int]]:
+    """Send what a trial journaled and the run lacks (the store was down, or the worker died
+    or was stopped before its outbox drained), with the values and times it had; returns the
+    pairs sent. ``recorded``: the run's (metric, step) pairs, when the caller has read them."""
+    entries = read_journal(journal) if journal is not None else []
+    if not entries:
+        return set()
+    if recorded is None:
+        recorded = _steps(client, run_id, {e[0] for e in entries})
+    missing = unsent(entries, recorded)
+    for chunk in chunks(missing):
+        client.log_batch(run_id, metrics=as_metrics(chunk))
+    return {(e[0], e[3]) for e in missing}
 
 
 class TrialRun:
     """A trial's child run: found by (parent, trial key) or created once, params logged once.
     A run found again (a retried or resumed trial) is continued: RUNNING again, its earlier
-    outcome tag (``killed``) removed, and the (metric, step) pairs it holds never logged twice.
+    outcome tag (``killed``) removed, the steps its journal holds and the store lacks sent
+    first, and the (metric, step) pairs it holds never logged twice.
+
+    Metrics go through an ``Outbox``: a store that is down stalls neither training nor loses a
+    step; ``end`` waits for them (``TrackingOutage`` past the tolerance).
     """
 
     def __init__(
@@ -295,12 +336,12 @@ class TrialRun:
         trial_key: str,
         params: Mapping[str, Any],
         tags: Mapping[str, str],
+        journal: Path | None = None,
     ) -> None:
         from mlflow.entities import Param
 
         self.client = _client(record.uri)
         found = _find_trial(self.client, record, trial_key)
-        self.logged: set[tuple[str, int]] = set()
         if found is not None:
             self.run_id = found.info.run_id
             self.client.update_run(self.run_id, status="RUNNING")
@@ -309,24 +350,31 @@ class TrialRun:
             for name, value in tags.items():
                 self.client.set_tag(self.run_id, name, value)
             self.logged = self._history(found.data.metrics)
-            return
-        all_tags = {
-            Tag.PARENT: record.parent_run_id,
-            Tag.SWEEP: record.sweep,
-            Tag.TRIAL_KEY: trial_key,
-            Tag.ROLE: ROLE_TRIAL,
-            Tag.CONFIG_HASH: config_hash(params),
-            **tags,
-        }
-        run = self.client.create_run(
-            record.experiment_id, tags=all_tags, run_name=tags.get(Tag.ARM, trial_key)
-        )
-        self.run_id = run.info.run_id
-        self.client.log_batch(self.run_id, params=[Param(k, str(v)) for k, v in params.items()])
+        else:
+            all_tags = {
+                Tag.PARENT: record.parent_run_id,
+                Tag.SWEEP: record.sweep,
+                Tag.TRIAL_KEY: trial_key,
+                Tag.ROLE: ROLE_TRIAL,
+                Tag.CONFIG_HASH: config_hash(params),
+                **tags,
+            }
+            run = self.client.create_run(
+                record.experiment_id, tags=all_tags, run_name=tags.get(Tag.ARM, trial_key)
+            )
+            self.run_id = run.info.run_id
+            params_ = [Param(k, str(v)) for k, v in params.items()]
+            self.client.log_batch(self.run_id, params=params_)
+            self.logged = set()
+        self.logged |= fill_in(self.client, self.run_id, journal, self.logged)
+        self.outbox = Outbox(self._send, journal, redact(record.uri))
 
     def _history(self, keys: Mapping[str, float]) -> set[tuple[str, int]]:
         """(metric, step) pairs the run already holds."""
-        return {(k, m.step) for k in keys for m in self.client.get_metric_history(self.run_id, k)}
+        return _steps(self.client, self.run_id, keys)
+
+    def _send(self, entries: Sequence[Entry]) -> None:
+        self.client.log_batch(self.run_id, metrics=as_metrics(entries))
 
     def log_metrics(self, metrics: Mapping[str, float], step: int) -> None:
         """Log each finite metric once per step: a trial resumed from a checkpoint recomputes
@@ -337,12 +385,16 @@ class TrialRun:
             k: v for k, v in metrics.items() if (k, step) not in self.logged and math.isfinite(v)
         }
         self.logged.update((k, step) for k in new)
-        _log_metrics(self.client, self.run_id, new, step)
+        now = int(time.time() * 1000)
+        self.outbox.put([(k, float(v), now, step) for k, v in new.items()])
 
     def log_files(self, files: Sequence[Path], folder: str) -> None:
         for f in files:
             self.client.log_artifact(self.run_id, str(f), artifact_path=folder)
 
     def end(self, status: Status, reason: str = "", step: int | None = None) -> None:
-        """The trial's outcome: ``nas.status`` (with reason and step) and the run status."""
+        """The trial's outcome, once every metric is in the store: ``nas.status`` (with reason
+        and step) and the run status."""
+        self.outbox.close()
         _set_outcome(self.client, self.run_id, status, reason, step)
+        self.outbox.discard_journal()

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from nas.checkpoints import CKPT_NAME
+from nas.outbox import TrackingOutage, journal_path
 from nas.spec import TrialSpec, proposal_identity, search_spec
 from nas.tracking import SweepRecord, TrialRun, find_trial
 from reports.schema import GRID_PARAM, SETTLED, Metric, Report, Status, Tag
@@ -44,6 +45,10 @@ class SweepContext:
     resume_from: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     trial_timeout_s: float | None = None
     deadline: float | None = None  # time.time() after which no trial starts (--time-budget)
+    folder: str | None = None  # the sweep's storage folder: the trials' metric journals
+
+    def journal(self, key: str) -> Path | None:
+        return None if self.folder is None else journal_path(Path(self.folder), key)
 
     def spec_for(self, config: Mapping[str, Any]) -> TrialSpec:
         """The trial's spec from its Tune config; ValueError for a search point the
@@ -79,10 +84,12 @@ def run_trial(config: dict[str, Any], ctx: SweepContext) -> None:
     if _settled(ctx, spec.key):  # a search proposed a point it has run: nothing runs twice
         return
     tags |= {Tag.ARM: spec.arm, Tag.SEED: str(spec.seed), Tag.HARDWARE: _hardware()}
-    run = TrialRun(ctx.record, spec.key, flatten(spec.config), tags)
+    run = TrialRun(ctx.record, spec.key, flatten(spec.config), tags, ctx.journal(spec.key))
     out = Path(tune.get_context().get_trial_dir())
     try:
         result = _fit(spec, out, run, ctx)
+    except TrackingOutage:
+        raise  # the store is down: the reason cannot be written there (Tune keeps it)
     except Exception as err:
         # The driver decides the status (Tune may retry): the trial only leaves the reason.
         # Not for BaseException: Tune stops a trial (ASHA) by ending its thread with one.

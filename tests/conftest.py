@@ -7,7 +7,8 @@ the rule holds whatever tests a module ends up with.
 The few quick checks in these modules (bad input exiting 2 before any trial starts) ride along.
 ``make test`` still runs every test; ``make test-slow`` (``-m slow``) runs only these.
 
-Also the suite-wide fixtures: ``postgres_db`` (a database of its own on a real PostgreSQL).
+Also the suite-wide fixtures: ``postgres_db`` (a database of its own on a real PostgreSQL) and
+``pg_server`` (an MLflow tracking server on such a database).
 """
 
 from __future__ import annotations
@@ -17,8 +18,9 @@ from pathlib import Path
 import pytest
 
 from tests.postgres import postgres_db
+from tests.tracking_server import pg_server
 
-__all__ = ["postgres_db"]
+__all__ = ["pg_server", "postgres_db"]
 
 TESTS = Path(__file__).parent
 SLOW_MODULES = frozenset(
@@ -28,6 +30,7 @@ SLOW_MODULES = frozenset(
         "nas/test_campaign.py",
         "nas/test_postgres.py",
         "nas/test_cluster.py",
+        "nas/test_tracking_faults.py",
         "reports/test_browser.py",
         "reports/test_report.py",
     )

@@ -1,0 +1,172 @@
+"""A trial's metrics on their way to the tracking store, so that an unreachable store neither
+stalls training nor loses a step.
+
+Each batch is first appended to the trial's journal (a JSON-lines file under the sweep's
+storage path, shared by the nodes of a cluster), then queued; one background thread sends the
+queue in order, retrying a failed send until it goes through. Training only waits at the end,
+for the queue to drain. A batch that has waited longer than the tolerance
+(``NAS_TRACKING_OUTAGE_S``, 300 s by default) ends the trial with ``TrackingOutage``; the
+journal keeps what was not sent, and the trial's next attempt (Tune's retry, or the next
+``nas sweep``) sends the journal's steps the store lacks before it trains (``replay``).
+
+Why not MLflow's own retries alone: its HTTP client retries a refused connection with growing
+back-off (7 retries, factor 2, about four minutes in all by default) but inside the call, so the
+training loop would stand still for the whole outage, and a killed worker would lose what it
+was sending. Its asynchronous logging queues in memory only.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+OUTAGE_ENV = "NAS_TRACKING_OUTAGE_S"
+DEFAULT_OUTAGE_S = 300.0
+MAX_PENDING = 100_000  # batches held in memory (about one per logged step): the buffer's bound
+BATCH_LIMIT = 1000  # metrics per MLflow log_batch call (MLflow's own limit)
+JOURNAL_FOLDER = "journal"  # under the sweep's storage folder: one file per trial key
+
+Entry = tuple[str, float, int, int]  # (key, value, timestamp in ms, step)
+Sender = Callable[[Sequence[Entry]], None]
+
+
+class TrackingOutage(RuntimeError):
+    """The tracking store has not taken a batch for longer than the tolerance."""
+
+
+def tolerance_s() -> float:
+    """The outage a trial outlasts, from ``NAS_TRACKING_OUTAGE_S``."""
+    raw = os.environ.get(OUTAGE_ENV, "")
+    try:
+        value = float(raw) if raw else DEFAULT_OUTAGE_S
+    except ValueError:
+        raise ValueError(f"{OUTAGE_ENV}={raw!r}: expected a number of seconds") from None
+    if not value > 0:
+        raise ValueError(f"{OUTAGE_ENV}={raw!r}: expected a positive number of seconds")
+    return value
+
+
+def journal_path(folder: Path, key: str) -> Path:
+    return folder / JOURNAL_FOLDER / f"{key}.jsonl"
+
+
+def read_journal(path: Path) -> list[Entry]:
+    """Every entry a journal holds; a last line cut short by a kill is skipped."""
+    if not path.is_file():
+        return []
+    entries: list[Entry] = []
+    for line in path.read_text().splitlines():
+        try:
+            entries.extend((str(k), float(v), int(t), int(s)) for k, v, t, s in json.loads(line))
+        except (ValueError, TypeError):
+            continue
+    return entries
+
+
+def chunks(entries: Sequence[Entry]) -> Iterable[Sequence[Entry]]:
+    for i in range(0, len(entries), BATCH_LIMIT):
+        yield entries[i : i + BATCH_LIMIT]
+
+
+class Outbox:
+    """Batches sent in order by one background thread; ``close`` waits for all of them."""
+
+    def __init__(self, send: Sender, journal: Path | None, what: str) -> None:
+        self.send, self.journal, self.what = send, journal, what
+        self.tolerance = tolerance_s()
+        self.pending: collections.deque[tuple[float, Sequence[Entry]]] = collections.deque()
+        self.cond = threading.Condition()
+        self.error = ""  # the last failed send's first line, for the outage message
+        self.closing = False
+        if journal is not None:
+            journal.parent.mkdir(parents=True, exist_ok=True)
+        self.thread = threading.Thread(target=self._run, name="nas-outbox", daemon=True)
+        self.thread.start()
+
+    def put(self, batch: Sequence[Entry]) -> None:
+        """Journal the batch and queue it; TrackingOutage when the store has been unreachable
+        for longer than the tolerance (training stops there rather than run on unrecorded)."""
+        if not batch:
+            return
+        if self.journal is not None:
+            with self.journal.open("a") as f:
+                f.write(json.dumps([list(e) for e in batch]) + "\n")
+        with self.cond:
+            self._check(time.monotonic())
+            if len(self.pending) >= MAX_PENDING:
+                raise TrackingOutage(self._outage(f"{MAX_PENDING} batches waiting"))
+            self.pending.append((time.monotonic(), batch))
+            self.cond.notify_all()
+
+    def close(self) -> None:
+        """Wait until every batch is sent; TrackingOutage if that takes past the tolerance."""
+        with self.cond:
+            while self.pending:
+                self._check(time.monotonic())
+                self.cond.wait(timeout=0.5)
+            self.closing = True
+            self.cond.notify_all()
+
+    def discard_journal(self) -> None:
+        """Everything is in the store: the journal is no longer needed."""
+        if self.journal is not None:
+            self.journal.unlink(missing_ok=True)
+
+    def _check(self, now: float) -> None:
+        if self.pending and now - self.pending[0][0] > self.tolerance:
+            raise TrackingOutage(self._outage(f"nothing sent for {self.tolerance:.0f} s"))
+
+    def _outage(self, what: str) -> str:
+        cause = f": {self.error}" if self.error else ""
+        where = f"; unsent steps kept in {self.journal}" if self.journal else ""
+        return f"tracking store {self.what} unreachable ({what}){cause}{where}"
+
+    def _run(self) -> None:
+        delay = 0.5
+        while True:
+            with self.cond:
+                while not self.pending and not self.closing:
+                    self.cond.wait()
+                if self.closing and not self.pending:
+                    return
+                batch = self.pending[0][1]
+            try:
+                self.send(batch)
+            except Exception as err:  # the store is down or refused: keep it, try again
+                self.error = _first_line(err)
+                time.sleep(delay)
+                delay = min(delay * 2, 10.0)
+                continue
+            delay = 0.5
+            with self.cond:
+                self.pending.popleft()
+                self.error = ""
+                self.cond.notify_all()
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip()
+    return (text.splitlines() or [type(err).__name__])[0][:300]
+
+
+def unsent(entries: Sequence[Entry], recorded: set[tuple[str, int]]) -> list[Entry]:
+    """The journal's entries whose (metric, step) the store lacks, first value of each kept."""
+    out: list[Entry] = []
+    seen = set(recorded)
+    for entry in entries:
+        if (entry[0], entry[3]) not in seen:
+            seen.add((entry[0], entry[3]))
+            out.append(entry)
+    return out
+
+
+def as_metrics(entries: Sequence[Entry]) -> list[Any]:
+    from mlflow.entities import Metric
+
+    return [Metric(k, v, t, s) for k, v, t, s in entries]

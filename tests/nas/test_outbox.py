@@ -1,0 +1,101 @@
+"""The outbox between a trial and its tracking store: batches arrive in order, each once, while
+the store refuses for a while; past the tolerance the trial gets one line and the journal keeps
+every step; the journal's replay sends exactly what the store lacks."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from nas.outbox import (
+    OUTAGE_ENV,
+    Entry,
+    Outbox,
+    TrackingOutage,
+    read_journal,
+    tolerance_s,
+    unsent,
+)
+
+
+class FlakyStore:
+    """A store that refuses every send until ``open`` is set, then records each batch."""
+
+    def __init__(self) -> None:
+        self.open = threading.Event()
+        self.received: list[Entry] = []
+        self.refused = 0
+
+    def send(self, batch: Sequence[Entry]) -> None:
+        if not self.open.is_set():
+            self.refused += 1
+            raise ConnectionError("Connection refused\nsecond line")
+        self.received.extend(batch)
+
+
+def _batch(step: int) -> list[Entry]:
+    return [("train/loss", float(step), 1000 + step, step), ("lr", 0.1, 1000 + step, step)]
+
+
+def test_an_outage_within_the_tolerance_loses_nothing_and_does_not_block(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(OUTAGE_ENV, "60")
+    store = FlakyStore()
+    box = Outbox(store.send, tmp_path / "j.jsonl", "http://127.0.0.1:1")
+    for step in range(50):
+        box.put(_batch(step))  # returns at once although every send is refused
+    assert store.received == [] and store.refused >= 1
+    store.open.set()
+    box.close()
+    assert store.received == [e for s in range(50) for e in _batch(s)]  # in order, each once
+    assert read_journal(tmp_path / "j.jsonl") == store.received  # written ahead of the send
+    box.discard_journal()
+    assert not (tmp_path / "j.jsonl").exists()
+
+
+def test_an_outage_past_the_tolerance_is_one_line_and_the_journal_keeps_the_steps(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(OUTAGE_ENV, "0.3")
+    store = FlakyStore()
+    box = Outbox(store.send, tmp_path / "j.jsonl", "http://127.0.0.1:1")
+    box.put(_batch(0))
+    time.sleep(0.4)
+    with pytest.raises(TrackingOutage) as raised:
+        box.put(_batch(1))
+    message = str(raised.value)
+    assert "\n" not in message
+    assert message.startswith("tracking store http://127.0.0.1:1 unreachable")
+    assert "Connection refused" in message and str(tmp_path / "j.jsonl") in message
+    with pytest.raises(TrackingOutage):
+        box.close()
+    assert read_journal(tmp_path / "j.jsonl") == _batch(0) + _batch(1)
+
+
+def test_replay_sends_what_the_store_lacks_first_value_kept(tmp_path: Path) -> None:
+    journal = tmp_path / "j.jsonl"
+    journal.write_text(
+        '[["a", 1.0, 10, 0], ["b", 2.0, 10, 0]]\n'
+        '[["a", 3.0, 11, 1]]\n'
+        '[["a", 9.0, 12, 1], ["a", 4.0, 12, 2]]\n'  # step 1 again (a resumed attempt)
+        '[["a", 5.0, 13'  # cut short by a kill
+    )
+    entries = read_journal(journal)
+    assert entries == [("a", 1.0, 10, 0), ("b", 2.0, 10, 0), ("a", 3.0, 11, 1),
+                       ("a", 9.0, 12, 1), ("a", 4.0, 12, 2)]  # fmt: skip
+    missing = unsent(entries, {("a", 0)})
+    assert missing == [("b", 2.0, 10, 0), ("a", 3.0, 11, 1), ("a", 4.0, 12, 2)]
+
+
+@pytest.mark.parametrize("raw", ["soon", "0", "-5"])
+def test_a_bad_tolerance_is_refused_with_what_is_allowed(
+    raw: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(OUTAGE_ENV, raw)
+    with pytest.raises(ValueError, match="expected a positive number of seconds|expected a number"):
+        tolerance_s()

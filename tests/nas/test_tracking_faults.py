@@ -1,0 +1,128 @@
+"""The record under tracking-store faults, against the real parts: an ``mlflow server`` on
+PostgreSQL (``pg_server``), local Ray, Lightning trials logging their training loss at every
+step. The server is killed by its process id while trials train and started again on the same
+port; every test then counts the record: one run per trial, none left RUNNING, every step of
+every metric present exactly once."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from nas.outbox import JOURNAL_FOLDER, OUTAGE_ENV
+from nas.tracking_server import TrackingServer
+from reports.schema import RUN_STATUS, Metric, Status, Tag
+
+MAX_STEPS, VAL_EVERY = 160, 40
+SPACE = f"""\
+description: trials logging every step, long enough to train through a tracking outage
+base: {{model.d_model: 32, model.n_heads: 2, model.n_layers: 2, model.seq_len: 64,
+       train.batch_size: 4, train.max_steps: {MAX_STEPS}, train.val_every: {VAL_EVERY},
+       train.val_batches: 2, train.log_every: 1, train.warmup_steps: 2,
+       train.diagnostics_batch: 2, data.max_bytes: 1000000}}
+arms: {{standard: {{model.residual: standard}}}}
+"""
+
+
+def _start(tmp: Path, name: str, url: str, env: dict[str, str]) -> subprocess.Popen[str]:
+    (tmp / "space.yaml").write_text(SPACE)
+    cmd = [sys.executable, "-m", "nas.cli", "sweep", str(tmp / "space.yaml"), "--name", name,
+           "--tracking-uri", url, "--storage-path", str(tmp / "ray" )]  # fmt: skip
+    log = (tmp / f"{name}.txt").open("w")
+    return subprocess.Popen(cmd, cwd=tmp, stdout=log, stderr=subprocess.STDOUT, text=True, env=env)
+
+
+def _env(**extra: str) -> dict[str, str]:
+    return {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true", **extra}
+
+
+def _wait_for_line(path: Path, text: str, proc: subprocess.Popen[str]) -> None:
+    deadline = time.monotonic() + 300
+    while text not in path.read_text():
+        assert proc.poll() is None, path.read_text()[-3000:]
+        assert time.monotonic() < deadline, f"no {text!r} in {path}"
+        time.sleep(0.2)
+
+
+def _trials(url: str, name: str) -> tuple[Any, list[Any]]:
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=url)
+    exp = client.get_experiment_by_name(name)
+    assert exp is not None, f"no experiment {name}"
+    runs = client.search_runs([exp.experiment_id], max_results=1000)
+    return client, [r for r in runs if r.data.tags.get(Tag.ROLE) == "trial"]
+
+
+def _steps(client: Any, run: Any, metric: str) -> list[int]:
+    return sorted(m.step for m in client.get_metric_history(run.info.run_id, metric))
+
+
+def _check_complete(client: Any, trials: list[Any]) -> None:
+    """One finished run per trial; every training step and validation exactly once."""
+    assert len({r.data.tags[Tag.TRIAL_KEY] for r in trials}) == len(trials)
+    for r in trials:
+        assert r.info.status == RUN_STATUS[Status.FINISHED], r.data.tags
+        assert r.data.tags[Tag.STATUS] == Status.FINISHED.value
+        train = _steps(client, r, Metric.TRAIN_LOSS)
+        assert train == list(range(train[0], MAX_STEPS)), train  # contiguous, none twice
+        assert train[0] <= 1
+        val = _steps(client, r, Metric.VAL_LOSS)
+        assert val == list(range(VAL_EVERY - 1, MAX_STEPS, VAL_EVERY)), val
+
+
+def test_two_sweeps_train_through_a_tracking_server_restart(
+    pg_server: TrackingServer, tmp_path: Path
+) -> None:
+    """Two drivers sweep into one server at once; the server is killed while both train and
+    started again 20 s later on the same port. Both sweeps finish, nothing failed, their
+    records are disjoint and complete, and training went on during the outage: steps were
+    logged (their client-side times say) while the server was down."""
+    procs = {}
+    for name in ("alpha", "beta"):
+        (tmp_path / name).mkdir()
+        procs[name] = _start(tmp_path / name, name, pg_server.url, _env())
+    for name, proc in procs.items():
+        _wait_for_line(tmp_path / name / f"{name}.txt", " step 40 ", proc)
+    pg_server.kill()
+    down = time.time()
+    time.sleep(20)
+    pg_server.start()
+    up = time.time()
+    for name, proc in procs.items():
+        assert proc.wait(timeout=600) == 0, (tmp_path / name / f"{name}.txt").read_text()[-3000:]
+    run_ids: set[str] = set()
+    for name in procs:
+        client, trials = _trials(pg_server.url, name)
+        assert len(trials) == 1
+        _check_complete(client, trials)
+        run_ids |= {r.info.run_id for r in trials}
+        logged = [m.timestamp / 1000 for m in client.get_metric_history(
+            trials[0].info.run_id, Metric.TRAIN_LOSS)]  # fmt: skip
+        assert any(down + 1 < t < up - 1 for t in logged), "training stalled during the outage"
+        assert not (tmp_path / name / "ray" / name / JOURNAL_FOLDER).exists()  # all sent
+    assert len(run_ids) == 2
+
+
+def test_an_outage_past_the_tolerance_fails_the_attempt_and_the_retry_fills_in(
+    pg_server: TrackingServer, tmp_path: Path
+) -> None:
+    """With a 3 s tolerance, a 12 s outage ends the trial's attempt with one line naming the
+    store; Tune's retry resumes from the checkpoint, first sending the steps the journal kept
+    and the store lacks: the record ends complete, each step once."""
+    proc = _start(tmp_path, "gamma", pg_server.url, _env(**{OUTAGE_ENV: "3"}))
+    _wait_for_line(tmp_path / "gamma.txt", " step 40 ", proc)
+    pg_server.kill()
+    time.sleep(12)
+    pg_server.start()
+    assert proc.wait(timeout=600) == 0, (tmp_path / "gamma.txt").read_text()[-3000:]
+    client, trials = _trials(pg_server.url, "gamma")
+    assert len(trials) == 1
+    _check_complete(client, trials)
+    errors = [p.read_text() for p in (tmp_path / "ray" / "gamma").glob("tune-*/*/error.txt")]
+    expected = f"tracking store {pg_server.url} unreachable (nothing sent for 3 s)"
+    assert any(expected in e for e in errors), errors
