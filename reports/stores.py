@@ -11,7 +11,7 @@ POSTGRES_SCHEMES = ("postgresql", "postgres")
 CONNECT_TIMEOUT_S = 5
 
 
-def _libpq_url(uri: str) -> str | None:
+def libpq_url(uri: str) -> str | None:
     """The URI in libpq's form (``postgresql+psycopg://`` -> ``postgresql://``), or None when
     it is not PostgreSQL."""
     scheme, sep, rest = uri.partition("://")
@@ -23,7 +23,7 @@ def _libpq_url(uri: str) -> str | None:
 def check_store(uri: str, flag: str = "--tracking-uri") -> None:
     """ValueError, one line with the password redacted, when a PostgreSQL store cannot be
     reached or logged into."""
-    url = _libpq_url(uri)
+    url = libpq_url(uri)
     if url is None:
         return
     import psycopg
