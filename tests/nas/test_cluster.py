@@ -1,7 +1,7 @@
 """A real two-node Ray cluster on loopback (``ray start --head`` plus a second ``ray start
 --address``, each with its own ports and temp folder, token authentication on) and a real
-``mlflow server`` on 127.0.0.1: the ``smoke`` sweep runs through ``--address``, its trials run
-on both nodes, and every trial is recorded once on the server.
+``mlflow server`` on PostgreSQL on 127.0.0.1: a sweep runs through ``--address`` with a trial
+on each node, loses the worker node mid-way, and every trial is recorded once on the server.
 
 Ray's ``ray stop`` would stop every Ray process of the user, so the test stops its own: the
 processes whose command line names its temp folders, by process id."""
@@ -18,11 +18,14 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+from nas.tracking_server import TrackingServer
+from reports.schema import PROFILE_FOLDER, Metric, Status, Tag
 
 BIN = Path(sys.executable).parent
 
@@ -81,8 +84,11 @@ def _node_args(name: str, root: Path) -> list[str]:
 
 
 @pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[tuple[str, str, dict[str, str]]]:
-    """(Ray address, MLflow URL, environment with the cluster's token)."""
+def cluster(
+    pg_server: TrackingServer, tmp_path: Path
+) -> Iterator[tuple[str, str, dict[str, str], Path]]:
+    """(Ray address, MLflow URL, environment with the cluster's token, the worker node's temp
+    folder: what names its processes)."""
     # Ray's Unix sockets live in the temp folder, whose path must stay short (108 bytes).
     root = Path(tempfile.mkdtemp(prefix="nas-ray-", dir="/tmp"))
     env = {
@@ -91,28 +97,8 @@ def cluster(tmp_path: Path) -> Iterator[tuple[str, str, dict[str, str]]]:
         "RAY_AUTH_TOKEN": secrets.token_hex(32),
         "MLFLOW_DISABLE_TELEMETRY": "true",
     }
-    port, ml_port = _free_port(), _free_port()
+    port = _free_port()
     address = f"127.0.0.1:{port}"
-    server = subprocess.Popen(
-        [
-            str(BIN / "mlflow"),
-            "server",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(ml_port),
-            "--workers",
-            "1",
-            "--backend-store-uri",
-            f"sqlite:///{tmp_path / 'server.db'}",
-            "--artifacts-destination",
-            str(tmp_path / "artifacts"),
-        ],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=(tmp_path / "mlflow-server.log").open("w"),
-        start_new_session=True,
-    )
     try:
         head = [
             str(BIN / "ray"),
@@ -132,75 +118,74 @@ def cluster(tmp_path: Path) -> Iterator[tuple[str, str, dict[str, str]]]:
             *_node_args("worker", root),
         ]
         subprocess.run(worker, env=env, check=True, capture_output=True, timeout=180)
-        _wait_for(f"http://127.0.0.1:{ml_port}/health")
-        yield address, f"http://127.0.0.1:{ml_port}", env
+        yield address, pg_server.url, env, root / "worker"
     finally:
         _stop(_pids_naming(str(root)))
-        os.killpg(server.pid, signal.SIGKILL)
-        server.wait(timeout=30)
         shutil.rmtree(root, ignore_errors=True)
 
 
-def _wait_for(url: str, timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            with urllib.request.urlopen(url, timeout=5) as response:
-                if response.status == 200:
-                    return
-        except OSError:
-            if time.monotonic() > deadline:
-                raise
-        time.sleep(0.5)
+SPACE = """\
+description: two trials, one per node, long enough to lose a node mid-way
+base: {model.d_model: 32, model.n_heads: 2, model.n_layers: 2, model.seq_len: 64,
+       train.batch_size: 4, train.max_steps: 120, train.val_every: 30, train.val_batches: 2,
+       train.warmup_steps: 2, train.diagnostics_batch: 2, data.max_bytes: 1000000}
+seeds: [0, 1]
+arms: {standard: {model.residual: standard}}
+"""
 
 
-def test_smoke_sweep_runs_on_both_nodes_of_a_cluster(
-    cluster: tuple[str, str, dict[str, str]], tmp_path: Path
-) -> None:
-    address, mlflow_url, env = cluster
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "nas.cli",
-            "sweep",
-            "smoke",
-            "--seeds",
-            "0,1",
-            "--address",
-            address,
-            "--concurrency",
-            "2",
-            "--cpus-per-trial",
-            "1",
-            "--tracking-uri",
-            mlflow_url,
-            "--storage-path",
-            str(tmp_path / "shared"),
-        ],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
-    assert "sweep smoke: 4 finished, 0 skipped" in proc.stdout
-
+def _trial_runs(url: str) -> tuple[Any, list[Any]]:
     from mlflow.tracking import MlflowClient
 
-    client = MlflowClient(tracking_uri=mlflow_url)
-    exp = client.get_experiment_by_name("smoke")
-    assert exp is not None
-    runs = client.search_runs([exp.experiment_id], max_results=100)
-    trials = [r for r in runs if r.data.tags.get("nas.role") == "trial"]
-    assert len(trials) == 4  # one run per cell, none duplicated
-    assert len({r.data.tags["nas.trial_key"] for r in trials}) == 4
+    client = MlflowClient(tracking_uri=url)
+    exp = client.get_experiment_by_name("nodes")
+    runs = [] if exp is None else client.search_runs([exp.experiment_id], max_results=100)
+    return client, [r for r in runs if r.data.tags.get(Tag.ROLE) == "trial"]
+
+
+def _validated(client: Any, run: Any) -> bool:
+    return bool(client.get_metric_history(run.info.run_id, Metric.VAL_LOSS))
+
+
+def test_a_sweep_spreads_over_both_nodes_and_survives_losing_one(
+    cluster: tuple[str, str, dict[str, str], Path], tmp_path: Path
+) -> None:
+    """Two trials through ``--address``, one per node, into an MLflow server on PostgreSQL.
+    Once both have validated (each has a checkpoint), every process of the worker node is
+    killed: its trial is retried on the surviving node from its checkpoint into the same run.
+    Both runs end finished, each validation recorded once, both on the head node by then."""
+    address, url, env, worker_root = cluster
+    (tmp_path / "space.yaml").write_text(SPACE)
+    cmd = [sys.executable, "-m", "nas.cli", "sweep", str(tmp_path / "space.yaml"),
+           "--name", "nodes", "--address", address, "--concurrency", "2",
+           "--cpus-per-trial", "1", "--tracking-uri", url,
+           "--storage-path", str(tmp_path / "shared")]  # fmt: skip
+    log = (tmp_path / "out.txt").open("w")
+    proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 300
+        while True:
+            assert proc.poll() is None, (tmp_path / "out.txt").read_text()[-3000:]
+            assert time.monotonic() < deadline, "the trials did not both validate"
+            client, trials = _trial_runs(url)
+            if len(trials) == 2 and all(_validated(client, r) for r in trials):
+                break
+            time.sleep(0.5)
+        nodes = {r.info.run_id: r.data.tags[Tag.NODE] for r in trials}
+        assert len(set(nodes.values())) == 2  # one trial on each node
+        _stop(_pids_naming(str(worker_root)))
+        assert proc.wait(timeout=600) == 0, (tmp_path / "out.txt").read_text()[-3000:]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    client, trials = _trial_runs(url)
+    assert sorted(r.info.run_id for r in trials) == sorted(nodes)  # the same two runs
+    assert all(r.data.tags[Tag.STATUS] == Status.FINISHED.value for r in trials)
     assert all(r.info.status == "FINISHED" for r in trials)
-    assert len({r.data.tags["nas.node"] for r in trials}) == 2  # both nodes trained
-    assert all("final/val_loss" in r.data.metrics for r in trials)
-    parents = [r for r in runs if r.data.tags.get("nas.role") == "sweep"]
-    assert len(parents) == 1 and parents[0].info.status == "FINISHED"
+    assert len({r.data.tags[Tag.NODE] for r in trials}) == 1  # the moved trial is on the head
+    for r in trials:
+        steps = [m.step for m in client.get_metric_history(r.info.run_id, Metric.VAL_LOSS)]
+        assert sorted(steps) == [29, 59, 89, 119], steps  # each validation once
     # the dilution artifacts reached the server's artifact store from the workers
-    assert any(client.list_artifacts(r.info.run_id, "dilution") for r in trials)
+    assert all(client.list_artifacts(r.info.run_id, PROFILE_FOLDER) for r in trials)
     assert (tmp_path / "mlflow.db").exists() is False  # nothing went to the local default
