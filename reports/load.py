@@ -7,6 +7,9 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,6 +35,12 @@ from reports.schema import (
 from reports.stores import check_store
 
 CURVE_METRICS = (Metric.VAL_LOSS, Metric.VAL_BPB)
+# Reading a sweep of hundreds of trials: run ids per bulk metric query (SQLite builds before
+# 3.32 bind at most 999 variables), no limit on the rows it returns, and how many requests
+# are in flight at once where each trial is its own call (a tracking server, artifact files).
+BULK_RUNS = 500
+NO_LIMIT = 2**62
+READERS = 8
 # Tags every trial run carries, old record or new, and the one every run that records its
 # ``nas.status`` carries as well (a TrialSpec's seed): a trial's identity. A run without one is
 # a damaged record and the report refuses it. Reason and step are not among them: the driver
@@ -203,36 +212,74 @@ def load_sweep(uri: str, name: str) -> SweepData:
     _check_tags(name, parents, PARENT_TAGS, "parent")
     _check_tags(name, trials, None, "trial")
     parents = sorted(parents, key=lambda r: r.info.start_time)
-    plans = {r.info.run_id: _plans(client, r.info.run_id) for r in parents}
+    plans = {r.info.run_id: _plans(_artifacts(uri, r), r.info.run_id) for r in parents}
     curves = _curves(client, trials)
-    profiles, weights = _profiles(client, trials)
-    latest = parents[-1].info.run_id
+    profiles, weights = _profiles(uri, trials)
+    latest = _artifacts(uri, parents[-1])
     return SweepData(
         name=name,
         uri=uri,
         parents=pd.DataFrame([_parent_row(r, len(plans[r.info.run_id])) for r in parents]),
-        space=_yaml_artifact(client, latest, SPACE_FILE),
+        space=_yaml_artifact(latest, SPACE_FILE),
         trials=_trial_frame(trials, curves),
         curves=curves,
         profiles=profiles,
         depth_weights=weights,
-        skipped=_yaml_artifact(client, latest, SKIPPED_FILE) or [],
+        skipped=_yaml_artifact(latest, SKIPPED_FILE) or [],
         plans=[plan for found in plans.values() for plan in found],
         superseded=len(every) - len(parents),
     )
 
 
 def _curves(client: Any, trials: list[Any]) -> pd.DataFrame:
+    """The validation metrics' histories: ``trials`` in order, then ``CURVE_METRICS``, each
+    history in the store's order (timestamp, step, value)."""
+    wanted = {k: [r.info.run_id for r in trials if k in r.data.metrics] for k in CURVE_METRICS}
+    history = _histories(client, wanted)
     return pd.DataFrame(
         [
             {"run_id": r.info.run_id, "metric": key, "step": m.step, "value": m.value}
             for r in trials
             for key in CURVE_METRICS
-            if key in r.data.metrics
-            for m in client.get_metric_history(r.info.run_id, key)
+            for m in history.get((r.info.run_id, key), ())
         ],
         columns=["run_id", "metric", "step", "value"],
     )
+
+
+def _histories(client: Any, wanted: dict[str, list[str]]) -> dict[tuple[str, str], list[Any]]:
+    """(run id, metric) -> its history, for the runs listed under each metric. A database store
+    answers one query per metric for a batch of runs; any other (a tracking server) one request
+    per run and metric, ``READERS`` at a time. ``MlflowClient`` has no bulk call of its own, so
+    the store is reached through its private ``_tracking_client``."""
+    store: Any = getattr(getattr(client, "_tracking_client", None), "store", None)
+    if hasattr(store, "get_metric_history_bulk"):  # SqlAlchemyStore: sqlite://, postgresql://
+        found: dict[tuple[str, str], list[Any]] = defaultdict(list)
+        for key, run_ids in wanted.items():
+            for i in range(0, len(run_ids), BULK_RUNS):
+                batch = run_ids[i : i + BULK_RUNS]
+                for m in store.get_metric_history_bulk(batch, key, max_results=NO_LIMIT):
+                    found[(m.run_id, key)].append(m)
+        return found
+    pairs = [(run_id, key) for key, run_ids in wanted.items() for run_id in run_ids]
+    return dict(zip(pairs, _each(lambda p: client.get_metric_history(*p), pairs), strict=True))
+
+
+def _each(read: Callable[[Any], Any], items: Iterable[Any]) -> list[Any]:
+    """``read`` over ``items`` from ``READERS`` threads, results in the order of ``items``: each
+    is a round trip to the store, so a sweep of hundreds of trials waits on them together."""
+    with ThreadPoolExecutor(READERS) as pool:
+        return list(pool.map(read, items))
+
+
+def _artifacts(uri: str, run: Any) -> Any:
+    """The run's artifact repository, from the artifact URI its search result carries.
+    ``MlflowClient``'s artifact calls look the run up again on every call and search the
+    experiment's logged models besides (four store queries per file); nothing here logs a
+    model, so the run's own repository holds every file they would find."""
+    from mlflow.store.artifact.artifact_repository_registry import get_artifact_repository
+
+    return get_artifact_repository(run.info.artifact_uri, tracking_uri=uri)
 
 
 def _trial_frame(trials: list[Any], curves: pd.DataFrame) -> pd.DataFrame:
@@ -349,12 +396,13 @@ def _parent_row(run: Any, plans: int) -> dict[str, Any]:
     }
 
 
-def _plans(client: Any, run_id: str) -> list[dict[str, Any]]:
-    """The plan files ``plans/NNNN.json`` on a parent run, in invocation order (the zero-padded
-    ordinal sorts as text); none for a sweep recorded before plans were kept."""
+def _plans(repo: Any, run_id: str) -> list[dict[str, Any]]:
+    """The plan files ``plans/NNNN.json`` on a parent run (its artifact ``repo``), in invocation
+    order (the zero-padded ordinal sorts as text); none for a sweep recorded before plans were
+    kept."""
     with tempfile.TemporaryDirectory() as tmp:
         try:
-            folder = Path(client.download_artifacts(run_id, PLANS_FOLDER, tmp))
+            folder = Path(repo.download_artifacts(PLANS_FOLDER, tmp))
         except Exception:  # MLflow raises its own or OSError for a missing artifact
             return []
         plans = []
@@ -366,45 +414,52 @@ def _plans(client: Any, run_id: str) -> list[dict[str, Any]]:
         return plans
 
 
-def _yaml_artifact(client: Any, run_id: str, name: str) -> Any:
-    """A YAML file the sweep logged on its parent run; None when there is none (a sweep
-    recorded by an older version)."""
+def _yaml_artifact(repo: Any, name: str) -> Any:
+    """A YAML file the sweep logged on its parent run (its artifact ``repo``); None when there
+    is none (a sweep recorded by an older version)."""
     import yaml
 
     with tempfile.TemporaryDirectory() as tmp:
         try:
-            path = client.download_artifacts(run_id, name, tmp)
+            path = repo.download_artifacts(name, tmp)
         except Exception:  # MLflow raises its own or OSError for a missing artifact
             return None
         return yaml.safe_load(Path(path).read_text())
 
 
-def _profiles(client: Any, trials: list[Any]) -> tuple[pd.DataFrame, dict[str, np.ndarray]]:
-    """Each trial's last dilution profile (the JSON with the highest step)."""
+def _last_profile(uri: str, run: Any) -> dict[str, Any] | None:
+    """A trial's last dilution profile (the JSON with the highest step); None without one."""
+    repo = _artifacts(uri, run)
+    files = sorted(a.path for a in repo.list_artifacts(PROFILE_FOLDER) if a.path.endswith(".json"))
+    if not files:
+        return None
+    with tempfile.TemporaryDirectory() as tmp:
+        return dict(json.loads(Path(repo.download_artifacts(files[-1], tmp)).read_text()))
+
+
+def _profiles(uri: str, trials: list[Any]) -> tuple[pd.DataFrame, dict[str, np.ndarray]]:
+    """Each trial's last dilution profile, per block, and its depth weights where it has any;
+    the files are fetched ``READERS`` at a time."""
     rows: list[dict[str, Any]] = []
     weights: dict[str, np.ndarray] = {}
-    with tempfile.TemporaryDirectory() as tmp:
-        for run in trials:
-            files = [a.path for a in client.list_artifacts(run.info.run_id, PROFILE_FOLDER)]
-            files = sorted(f for f in files if f.endswith(".json"))
-            if not files:
-                continue
-            path = client.download_artifacts(run.info.run_id, files[-1], tmp)
-            data = json.loads(Path(path).read_text())
-            n = int(data["n_layers"])
-            grad = data.get("grad_norm") or [np.nan] * n
-            for block in range(n):
-                rows.append(
-                    {
-                        "run_id": run.info.run_id,
-                        "block": block + 1,
-                        "output_norm": _float(data["output_norm"][block]),
-                        "stream_norm": _float(data["stream_norm"][block]),
-                        "grad_norm": _float(grad[block]),
-                    }
-                )
-            if data.get("depth_weights") is not None:
-                weights[run.info.run_id] = np.array(data["depth_weights"], dtype=float)
+    found = _each(lambda run: _last_profile(uri, run), trials)
+    for run, data in zip(trials, found, strict=True):
+        if data is None:
+            continue
+        n = int(data["n_layers"])
+        grad = data.get("grad_norm") or [np.nan] * n
+        for block in range(n):
+            rows.append(
+                {
+                    "run_id": run.info.run_id,
+                    "block": block + 1,
+                    "output_norm": _float(data["output_norm"][block]),
+                    "stream_norm": _float(data["stream_norm"][block]),
+                    "grad_norm": _float(grad[block]),
+                }
+            )
+        if data.get("depth_weights") is not None:
+            weights[run.info.run_id] = np.array(data["depth_weights"], dtype=float)
     columns = ["run_id", "block", "output_norm", "stream_norm", "grad_norm"]
     return pd.DataFrame(rows, columns=columns), weights
 
