@@ -10,7 +10,7 @@ BIN    := $(VENV)/bin
 CONSTRAINTS := $(VENV)/constraints.txt
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup demo test test-slow lint format bench clean
+.PHONY: setup demo test test-slow lint format bench bench-scale clean
 
 setup: $(STAMP)
 
@@ -40,6 +40,12 @@ demo: setup
 # Every CPU benchmark (about 15 minutes on 2 idle cores); rewrites docs/benchmarks.md's table.
 bench: setup
 	$(BIN)/python -m benchmarks.run_all
+
+# A 200-trial sweep on SQLite and through a PostgreSQL-backed MLflow server, then `nas report`
+# (about 20 minutes, past `make bench`'s budget); needs PostgreSQL at NAS_TEST_POSTGRES
+# (default postgresql://postgres@127.0.0.1:5432/postgres). `-m benchmarks.sweep_scale --quick`: 10.
+bench-scale: setup
+	$(BIN)/python -m benchmarks.sweep_scale
 
 test: setup
 	$(BIN)/python -m pytest -q
