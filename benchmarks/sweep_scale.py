@@ -66,6 +66,7 @@ class Sample:
     t: float  # epoch seconds
     rss: int  # the driver's resident memory, bytes
     cpu: float  # the driver's user + system CPU seconds so far
+    load: float  # the machine's 1-minute load average (other work on it distorts the figures)
 
 
 @dataclass
@@ -82,9 +83,8 @@ class Sampler:
         try:
             while proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE:
                 cpu = proc.cpu_times()
-                self.samples.append(
-                    Sample(time.time(), proc.memory_info().rss, cpu.user + cpu.system)
-                )
+                rss, load = proc.memory_info().rss, os.getloadavg()[0]
+                self.samples.append(Sample(time.time(), rss, cpu.user + cpu.system, load))
                 time.sleep(self.every)
         except psutil.NoSuchProcess:
             pass
@@ -337,6 +337,7 @@ def measure(store: str, trials: int) -> dict[str, Any]:
             "at": [at_count(runs, samples, n) for n in counts(len(runs))],
             "driver_peak_rss_mb": max(s.rss for s in samples) / 2**20,
             "driver_cpu_s": samples[-1].cpu,
+            "load_avg_mean": statistics.mean(s.load for s in samples),
             "disk": disk(folder / "ray"),
             "record": record,
             **report(uri, folder),
@@ -394,7 +395,8 @@ def markdown(result: dict[str, Any]) -> str:
     ]
     lines += md_table(header, rows)
     for m in result["stores"]:
-        lines += ["", f"{m['store']}: per trial over the {WINDOW} completions up to n", ""]
+        load = f"load average {m['load_avg_mean']:.1f} on {result['machine']['cpu_count']} cores"
+        lines += ["", f"{m['store']}: per trial over the {WINDOW} completions up to n ({load})", ""]
         lines += md_table(
             [
                 "n",
