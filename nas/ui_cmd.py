@@ -43,10 +43,12 @@ def ui_command(uri: str, host: str, port: int) -> list[str]:
 def run_ui(args: argparse.Namespace) -> int:
     from nas.tracking import resolve_tracking_uri
     from reports.redact import redact
+    from reports.stores import check_store
 
     if not 0 < args.port < 65536:
         raise ValueError(f"--port {args.port}: expected 1 to 65535")
     uri = resolve_tracking_uri(args.tracking_uri)
+    check_store(uri)  # else the server retries a dead database for minutes, or prints a traceback
     env = {
         **os.environ,
         "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false",

@@ -1,14 +1,29 @@
 """Whether a tracking store answers, asked before MLflow is: MLflow retries an unreachable
-database for about a minute and a half, printing a warning each time, where a user wants one
-line at once. A PostgreSQL URI is tried with one connection (5 s time-out); other stores are left
-to MLflow."""
+database for about a minute and a half, printing a warning each time, and answers a URI it has
+no store for with a paragraph about its model registry, where a user wants one line at once. A
+URI's scheme must be one MLflow opens; a PostgreSQL URI is tried with one connection (5 s
+time-out); other stores are left to MLflow."""
 
 from __future__ import annotations
+
+from urllib.parse import urlparse
 
 from reports.redact import redact
 
 POSTGRES_SCHEMES = ("postgresql", "postgres")
 CONNECT_TIMEOUT_S = 5
+
+# The schemes MLflow 3 opens a tracking store for (its registry in
+# mlflow/tracking/_tracking_service/utils.py): SQLAlchemy databases, whose scheme may name a
+# driver after a "+" (postgresql+psycopg), a tracking server, Databricks, and a local folder
+# (a path, no scheme, or file:).
+DATABASE_SCHEMES = ("sqlite", "postgresql", "mysql", "mssql")
+OTHER_SCHEMES = ("http", "https", "databricks", "file", "")
+STORE_FORMS = (
+    "sqlite:///<file>, postgresql://<user>@<host>/<database> (or mysql://, mssql://; "
+    "a driver may follow a +), http(s)://<tracking server>, databricks, or a folder "
+    "(a path or file:///<folder>)"
+)
 
 
 def libpq_url(uri: str) -> str | None:
@@ -20,9 +35,19 @@ def libpq_url(uri: str) -> str | None:
     return f"postgresql://{rest}"
 
 
+def _check_scheme(uri: str, flag: str) -> None:
+    """ValueError, one line, when MLflow has no store for the URI's scheme."""
+    scheme = urlparse(uri).scheme.lower()
+    if len(scheme) == 1 or scheme.split("+")[0] in DATABASE_SCHEMES or scheme in OTHER_SCHEMES:
+        return  # a one-letter scheme is a Windows drive: a path
+    hint = "write postgresql://" if scheme == "postgres" else f"a store is {STORE_FORMS}"
+    raise ValueError(redact(f"{flag} {uri}: unknown scheme {scheme!r}; {hint}"))
+
+
 def check_store(uri: str, flag: str = "--tracking-uri") -> None:
-    """ValueError, one line with the password redacted, when a PostgreSQL store cannot be
-    reached or logged into."""
+    """ValueError, one line with the password redacted, when MLflow has no store for the
+    URI's scheme, or a PostgreSQL store cannot be reached or logged into."""
+    _check_scheme(uri, flag)
     url = libpq_url(uri)
     if url is None:
         return
@@ -32,5 +57,5 @@ def check_store(uri: str, flag: str = "--tracking-uri") -> None:
         psycopg.connect(url, connect_timeout=CONNECT_TIMEOUT_S).close()
     except psycopg.Error as err:
         reason = (str(err).strip().splitlines() or [type(err).__name__])[0]
-        message = f"{flag} {uri}: cannot reach the database ({reason})"
+        message = f"{flag} {uri}: cannot connect to the database ({reason})"
         raise ValueError(redact(message)) from None
