@@ -1,7 +1,7 @@
-"""A trial's metrics on their way to the tracking store, so that an unreachable store neither
-stalls training nor loses a step.
+"""A trial's metrics and files on their way to the tracking store, so that an unreachable store
+neither stalls training nor loses a step.
 
-Each batch is first appended to the trial's journal (a JSON-lines file under the sweep's
+Each batch (metrics of a step, or files such as a dilution profile) is first appended to the trial's journal (a JSON-lines file under the sweep's
 storage path, shared by the nodes of a cluster), then queued; one background thread sends the
 queue in order, retrying a failed send until it goes through. Training only waits at the end,
 for the queue to drain. A batch that has waited longer than the tolerance
@@ -23,6 +23,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +34,18 @@ BATCH_LIMIT = 1000  # metrics per MLflow log_batch call (MLflow's own limit)
 JOURNAL_FOLDER = "journal"  # under the sweep's storage folder: one file per trial key
 
 Entry = tuple[str, float, int, int]  # (key, value, timestamp in ms, step)
-Sender = Callable[[Sequence[Entry]], None]
+
+
+@dataclass(frozen=True)
+class Files:
+    """Artifacts for the run's ``folder``; sent from where they lie (the trial's folder)."""
+
+    paths: tuple[str, ...]
+    folder: str
+
+
+Item = Sequence[Entry] | Files
+Sender = Callable[[Item], None]
 
 
 class TrackingOutage(RuntimeError):
@@ -56,17 +68,23 @@ def journal_path(folder: Path, key: str) -> Path:
     return folder / JOURNAL_FOLDER / f"{key}.jsonl"
 
 
-def read_journal(path: Path) -> list[Entry]:
-    """Every entry a journal holds; a last line cut short by a kill is skipped."""
+def read_journal(path: Path) -> tuple[list[Entry], list[Files]]:
+    """Every metric entry and file batch a journal holds; a last line cut short by a kill is
+    skipped."""
     if not path.is_file():
-        return []
+        return [], []
     entries: list[Entry] = []
+    files: list[Files] = []
     for line in path.read_text().splitlines():
         try:
-            entries.extend((str(k), float(v), int(t), int(s)) for k, v, t, s in json.loads(line))
-        except (ValueError, TypeError):
+            item = json.loads(line)
+            if isinstance(item, dict):
+                files.append(Files(tuple(str(f) for f in item["files"]), str(item["folder"])))
+            else:
+                entries.extend((str(k), float(v), int(t), int(s)) for k, v, t, s in item)
+        except (ValueError, TypeError, KeyError):
             continue
-    return entries
+    return entries, files
 
 
 def chunks(entries: Sequence[Entry]) -> Iterable[Sequence[Entry]]:
@@ -80,7 +98,7 @@ class Outbox:
     def __init__(self, send: Sender, journal: Path | None, what: str) -> None:
         self.send, self.journal, self.what = send, journal, what
         self.tolerance = tolerance_s()
-        self.pending: collections.deque[tuple[float, Sequence[Entry]]] = collections.deque()
+        self.pending: collections.deque[tuple[float, Item]] = collections.deque()
         self.cond = threading.Condition()
         self.error = ""  # the last failed send's first line, for the outage message
         self.closing = False
@@ -89,14 +107,19 @@ class Outbox:
         self.thread = threading.Thread(target=self._run, name="nas-outbox", daemon=True)
         self.thread.start()
 
-    def put(self, batch: Sequence[Entry]) -> None:
+    def put(self, batch: Item) -> None:
         """Journal the batch and queue it; TrackingOutage when the store has been unreachable
         for longer than the tolerance (training stops there rather than run on unrecorded)."""
-        if not batch:
+        if not (batch.paths if isinstance(batch, Files) else batch):
             return
         if self.journal is not None:
+            line: Any = (
+                {"files": list(batch.paths), "folder": batch.folder}
+                if isinstance(batch, Files)
+                else [list(e) for e in batch]
+            )
             with self.journal.open("a") as f:
-                f.write(json.dumps([list(e) for e in batch]) + "\n")
+                f.write(json.dumps(line) + "\n")
         with self.cond:
             self._check(time.monotonic())
             if len(self.pending) >= MAX_PENDING:

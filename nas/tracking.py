@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from nas.outbox import (
-    Entry,
+    Files,
+    Item,
     Outbox,
     as_metrics,
     chunks,
@@ -307,9 +308,12 @@ def fill_in(
     client: Any, run_id: str, journal: Path | None, recorded: set[tuple[str, int]] | None = None
 ) -> set[tuple[str, int]]:
     """Send what a trial journaled and the run lacks (the store was down, or the worker died
-    or was stopped before its outbox drained), with the values and times it had; returns the
-    pairs sent. ``recorded``: the run's (metric, step) pairs, when the caller has read them."""
-    entries = read_journal(journal) if journal is not None else []
+    or was stopped before its outbox drained), with the values and times it had, and its
+    journaled files again where they still lie (an upload replaces the same path); returns the
+    (metric, step) pairs sent. ``recorded``: the run's pairs, when the caller has read them."""
+    entries, files = read_journal(journal) if journal is not None else ([], [])
+    for batch in files:
+        _send_files(client, run_id, batch)
     if not entries:
         return set()
     if recorded is None:
@@ -320,14 +324,20 @@ def fill_in(
     return {(e[0], e[3]) for e in missing}
 
 
+def _send_files(client: Any, run_id: str, batch: Files) -> None:
+    for f in batch.paths:
+        if Path(f).is_file():  # gone with the node that wrote it: its attempt recomputes it
+            client.log_artifact(run_id, f, artifact_path=batch.folder)
+
+
 class TrialRun:
     """A trial's child run: found by (parent, trial key) or created once, params logged once.
     A run found again (a retried or resumed trial) is continued: RUNNING again, its earlier
     outcome tag (``killed``) removed, the steps its journal holds and the store lacks sent
     first, and the (metric, step) pairs it holds never logged twice.
 
-    Metrics go through an ``Outbox``: a store that is down stalls neither training nor loses a
-    step; ``end`` waits for them (``TrackingOutage`` past the tolerance).
+    Metrics and files go through an ``Outbox``: a store that is down stalls neither training
+    nor loses a step; ``end`` waits for them (``TrackingOutage`` past the tolerance).
     """
 
     def __init__(
@@ -373,8 +383,11 @@ class TrialRun:
         """(metric, step) pairs the run already holds."""
         return _steps(self.client, self.run_id, keys)
 
-    def _send(self, entries: Sequence[Entry]) -> None:
-        self.client.log_batch(self.run_id, metrics=as_metrics(entries))
+    def _send(self, item: Item) -> None:
+        if isinstance(item, Files):
+            _send_files(self.client, self.run_id, item)
+        else:
+            self.client.log_batch(self.run_id, metrics=as_metrics(item))
 
     def log_metrics(self, metrics: Mapping[str, float], step: int) -> None:
         """Log each finite metric once per step: a trial resumed from a checkpoint recomputes
@@ -389,8 +402,8 @@ class TrialRun:
         self.outbox.put([(k, float(v), now, step) for k, v in new.items()])
 
     def log_files(self, files: Sequence[Path], folder: str) -> None:
-        for f in files:
-            self.client.log_artifact(self.run_id, str(f), artifact_path=folder)
+        """Queued behind the metrics logged before them (the files must stay where they are)."""
+        self.outbox.put(Files(tuple(str(Path(f).resolve()) for f in files), folder))
 
     def end(self, status: Status, reason: str = "", step: int | None = None) -> None:
         """The trial's outcome, once every metric is in the store: ``nas.status`` (with reason

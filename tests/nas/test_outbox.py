@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -14,6 +13,8 @@ import pytest
 from nas.outbox import (
     OUTAGE_ENV,
     Entry,
+    Files,
+    Item,
     Outbox,
     TrackingOutage,
     read_journal,
@@ -30,10 +31,11 @@ class FlakyStore:
         self.received: list[Entry] = []
         self.refused = 0
 
-    def send(self, batch: Sequence[Entry]) -> None:
+    def send(self, batch: Item) -> None:
         if not self.open.is_set():
             self.refused += 1
             raise ConnectionError("Connection refused\nsecond line")
+        assert not isinstance(batch, Files)
         self.received.extend(batch)
 
 
@@ -53,7 +55,7 @@ def test_an_outage_within_the_tolerance_loses_nothing_and_does_not_block(
     store.open.set()
     box.close()
     assert store.received == [e for s in range(50) for e in _batch(s)]  # in order, each once
-    assert read_journal(tmp_path / "j.jsonl") == store.received  # written ahead of the send
+    assert read_journal(tmp_path / "j.jsonl") == (store.received, [])  # written before sent
     box.discard_journal()
     assert not (tmp_path / "j.jsonl").exists()
 
@@ -74,7 +76,7 @@ def test_an_outage_past_the_tolerance_is_one_line_and_the_journal_keeps_the_step
     assert "Connection refused" in message and str(tmp_path / "j.jsonl") in message
     with pytest.raises(TrackingOutage):
         box.close()
-    assert read_journal(tmp_path / "j.jsonl") == _batch(0) + _batch(1)
+    assert read_journal(tmp_path / "j.jsonl") == (_batch(0) + _batch(1), [])
 
 
 def test_replay_sends_what_the_store_lacks_first_value_kept(tmp_path: Path) -> None:
@@ -85,7 +87,8 @@ def test_replay_sends_what_the_store_lacks_first_value_kept(tmp_path: Path) -> N
         '[["a", 9.0, 12, 1], ["a", 4.0, 12, 2]]\n'  # step 1 again (a resumed attempt)
         '[["a", 5.0, 13'  # cut short by a kill
     )
-    entries = read_journal(journal)
+    entries, files = read_journal(journal)
+    assert files == []
     assert entries == [("a", 1.0, 10, 0), ("b", 2.0, 10, 0), ("a", 3.0, 11, 1),
                        ("a", 9.0, 12, 1), ("a", 4.0, 12, 2)]  # fmt: skip
     missing = unsent(entries, {("a", 0)})
@@ -99,3 +102,18 @@ def test_a_bad_tolerance_is_refused_with_what_is_allowed(
     monkeypatch.setenv(OUTAGE_ENV, raw)
     with pytest.raises(ValueError, match="expected a positive number of seconds|expected a number"):
         tolerance_s()
+
+
+def test_files_queue_behind_the_metrics_before_them_and_are_journaled(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(OUTAGE_ENV, "60")
+    sent: list[Item] = []
+    box = Outbox(sent.append, tmp_path / "j.jsonl", "sqlite:///x.db")
+    profile = Files((str(tmp_path / "step-000010.json"),), "dilution")
+    box.put(_batch(9))
+    box.put(profile)
+    box.put(_batch(10))
+    box.close()
+    assert sent == [_batch(9), profile, _batch(10)]
+    assert read_journal(tmp_path / "j.jsonl") == (_batch(9) + _batch(10), [profile])

@@ -1,7 +1,7 @@
 """The record under tracking-store faults, against the real parts: an ``mlflow server`` on
 PostgreSQL (``pg_server``), local Ray, Lightning trials logging their training loss at every
 step. The server is killed by its process id while trials train and started again on the same
-port; every test then counts the record: one run per trial, none left RUNNING, every step of
+port; the test then counts the record: one run per trial, none left RUNNING, every step of
 every metric present exactly once."""
 
 from __future__ import annotations
@@ -75,17 +75,25 @@ def _check_complete(client: Any, trials: list[Any]) -> None:
         assert val == list(range(VAL_EVERY - 1, MAX_STEPS, VAL_EVERY)), val
 
 
-def test_two_sweeps_train_through_a_tracking_server_restart(
+def test_two_sweeps_through_a_tracking_server_restart(
     pg_server: TrackingServer, tmp_path: Path
 ) -> None:
     """Two drivers sweep into one server at once; the server is killed while both train and
-    started again 20 s later on the same port. Both sweeps finish, nothing failed, their
-    records are disjoint and complete, and training went on during the outage: steps were
-    logged (their client-side times say) while the server was down."""
+    started again 20 s later on the same port.
+
+    ``alpha`` (the default tolerance) trains through the outage: steps are logged, their
+    client-side times say, while the server is down. ``beta`` tolerates 3 s: its attempt ends
+    with one line naming the store, and Tune's retry resumes it from its checkpoint, first
+    sending the steps its journal kept and the store lacks. Both sweeps finish, nothing failed,
+    their records are disjoint and complete (every step once), and no journal is left.
+
+    One test for three faults of the issue (two drivers at once, an outage within the
+    tolerance, one past it) because each costs a Ray start and the 20 s outage in CI."""
+    tolerance = {"alpha": {}, "beta": {OUTAGE_ENV: "3"}}
     procs = {}
-    for name in ("alpha", "beta"):
+    for name, extra in tolerance.items():
         (tmp_path / name).mkdir()
-        procs[name] = _start(tmp_path / name, name, pg_server.url, _env())
+        procs[name] = _start(tmp_path / name, name, pg_server.url, _env(**extra))
     for name, proc in procs.items():
         _wait_for_line(tmp_path / name / f"{name}.txt", " step 40 ", proc)
     pg_server.kill()
@@ -101,28 +109,16 @@ def test_two_sweeps_train_through_a_tracking_server_restart(
         assert len(trials) == 1
         _check_complete(client, trials)
         run_ids |= {r.info.run_id for r in trials}
-        logged = [m.timestamp / 1000 for m in client.get_metric_history(
-            trials[0].info.run_id, Metric.TRAIN_LOSS)]  # fmt: skip
-        assert any(down + 1 < t < up - 1 for t in logged), "training stalled during the outage"
         assert not (tmp_path / name / "ray" / name / JOURNAL_FOLDER).exists()  # all sent
     assert len(run_ids) == 2
 
+    client, (alpha,) = _trials(pg_server.url, "alpha")
+    logged = [m.timestamp / 1000 for m in client.get_metric_history(
+        alpha.info.run_id, Metric.TRAIN_LOSS)]  # fmt: skip
+    during = [t for t in logged if down + 1 < t < up - 1]
+    assert len(during) >= 10, f"training stalled during the outage: {len(during)} steps"
+    assert not list((tmp_path / "alpha" / "ray").glob("alpha/tune-*/*/error.txt"))
 
-def test_an_outage_past_the_tolerance_fails_the_attempt_and_the_retry_fills_in(
-    pg_server: TrackingServer, tmp_path: Path
-) -> None:
-    """With a 3 s tolerance, a 12 s outage ends the trial's attempt with one line naming the
-    store; Tune's retry resumes from the checkpoint, first sending the steps the journal kept
-    and the store lacks: the record ends complete, each step once."""
-    proc = _start(tmp_path, "gamma", pg_server.url, _env(**{OUTAGE_ENV: "3"}))
-    _wait_for_line(tmp_path / "gamma.txt", " step 40 ", proc)
-    pg_server.kill()
-    time.sleep(12)
-    pg_server.start()
-    assert proc.wait(timeout=600) == 0, (tmp_path / "gamma.txt").read_text()[-3000:]
-    client, trials = _trials(pg_server.url, "gamma")
-    assert len(trials) == 1
-    _check_complete(client, trials)
-    errors = [p.read_text() for p in (tmp_path / "ray" / "gamma").glob("tune-*/*/error.txt")]
+    errors = [p.read_text() for p in (tmp_path / "beta" / "ray").glob("beta/tune-*/*/error.txt")]
     expected = f"tracking store {pg_server.url} unreachable (nothing sent for 3 s)"
     assert any(expected in e for e in errors), errors
