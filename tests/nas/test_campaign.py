@@ -1,7 +1,7 @@
 """A research campaign against the real parts (local Ray, MLflow SQLite store, Lightning trials):
 a sweep extended by seeds and by arms, a changed plan refused, --restart, a real divergence, a
-trial time-out, a time budget, a trial worker killed mid-trial. Each test counts runs, statuses
-and metric steps in the store."""
+trial time-out, a time budget, a trial worker killed mid-trial, a search continued from its Optuna
+study in PostgreSQL. Each test counts runs, statuses and metric steps in the store."""
 
 from __future__ import annotations
 
@@ -27,6 +27,7 @@ from reports.schema import (
     tune_key,
 )
 from tests.nas.test_sweep import _kill_processes_naming, _runs, _sweep
+from tests.postgres import Database
 
 BASE = """\
 description: a campaign on the smoke base
@@ -298,18 +299,19 @@ def test_a_killed_trial_worker_is_retried_from_its_checkpoint_into_the_same_run(
     assert _history(client, trials[0], Metric.VAL_LOSS) == [24, 49, 74, 99, 124, 149]
 
 
-def test_more_trials_continue_the_same_search(tmp_path: Path) -> None:
-    """A TPE search with ASHA over a YAML space, its study kept in a SQLite database
-    (--study-storage), runs its 3 trials, each a child run with its sampled values as params,
-    finished or stopped early by ASHA (a trial reaching the last step finishes); with the
-    storage path deleted, --trials 5 runs only the 2 new proposals, the earlier 3 in the study
-    and their runs untouched: the record and the stored study hold the same 5 distinct
-    trials."""
+def test_more_trials_continue_the_same_search(tmp_path: Path, postgres_db: Database) -> None:
+    """A TPE search with ASHA over a YAML space, its study kept in a PostgreSQL database
+    (--study-storage, with a password), runs its 3 trials, each a child run with its sampled
+    values as params, finished or stopped early by ASHA (a trial reaching the last step
+    finishes); with the storage path deleted, --trials 5 runs only the 2 new proposals, the
+    earlier 3 in the study and their runs untouched: the record and the stored study hold the
+    same 5 distinct trials. The password is in no file under the folder (Tune pickles the
+    searcher)."""
     from tests.nas.test_sweep import TINY_SEARCH
 
     space = tmp_path / "search.yaml"
     space.write_text(TINY_SEARCH)
-    study = ("--study-storage", f"sqlite:///{tmp_path / 'study.db'}")
+    study = ("--study-storage", postgres_db.url)
     first = _sweep(tmp_path, str(space), "--name", "more", *study)
     assert first.returncode == 0, first.stderr[-3000:]
     _, before, client = _trials(tmp_path, "more")
@@ -338,3 +340,6 @@ def test_more_trials_continue_the_same_search(tmp_path: Path) -> None:
     assert {t.params["train.lr"] for t in stored.trials} == {
         float(r.data.params["train.lr"]) for r in after
     }
+    secret = postgres_db.password.encode()
+    assert not [f for f in tmp_path.rglob("*") if f.is_file() and secret in f.read_bytes()]
+    assert postgres_db.password not in more.stdout + more.stderr
