@@ -76,8 +76,13 @@ def _file_lock(lock: Path) -> Iterator[None]:
     looks for its tables again), so no two processes ever migrate at once."""
     import fcntl
 
-    lock.parent.mkdir(parents=True, exist_ok=True)  # MLflow would create it for the file
-    with lock.open("w") as handle:
+    try:
+        lock.parent.mkdir(parents=True, exist_ok=True)  # MLflow would create it for the file
+        handle = lock.open("w")
+    except OSError:  # a read-only folder: a store there can be read, not created or migrated
+        yield
+        return
+    with handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         yield
         lock.unlink(missing_ok=True)
@@ -87,9 +92,15 @@ def _file_lock(lock: Path) -> Iterator[None]:
 @contextlib.contextmanager
 def _advisory_lock(url: str) -> Iterator[None]:
     """``pg_advisory_lock`` held by a connection of its own; closing the connection releases it
-    (and PostgreSQL does so when a holder dies)."""
+    (and PostgreSQL does so when a holder dies). A database that does not answer is left to
+    MLflow, which retries it for a while (a trial starting during a short outage)."""
     import psycopg
 
-    with psycopg.connect(url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S) as conn:
+    try:
+        conn = psycopg.connect(url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S)
+    except psycopg.Error:
+        yield
+        return
+    with conn:
         conn.execute("SELECT pg_advisory_lock(%s)", (_PG_LOCK_KEY,))
         yield
