@@ -76,7 +76,11 @@ def _client(uri: str) -> Any:
     logging.getLogger("mlflow.store.db.utils").setLevel(logging.WARNING)  # migration chatter
     from mlflow.tracking import MlflowClient
 
-    return MlflowClient(tracking_uri=_connect_uri(uri))
+    from nas.store_init import prepare_store
+
+    real = _connect_uri(uri)
+    prepare_store(real)  # a fresh store is created and migrated by one process at a time
+    return MlflowClient(tracking_uri=real)
 
 
 @dataclass(frozen=True)

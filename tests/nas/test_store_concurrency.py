@@ -13,9 +13,8 @@ and each opens the store for the first time and does what a trial does through `
 - a driver first: ``open_sweep`` creates the store, the experiment and the parent run, and the
   eight trials race on a store none of them has opened.
 
-Each worker calls ``nas.store_init.prepare_store`` before ``TrialRun``, as
-``nas.tracking._client`` is to do before it builds its client; without it every worker of the
-no-driver race but one or two fails while migrating.
+``nas.tracking._client`` opens every store through ``nas.store_init.prepare_store``; without it
+every worker of the no-driver race but one or two fails while migrating.
 """
 
 from __future__ import annotations
@@ -74,10 +73,7 @@ def _experiment_id(client: Any, name: str) -> str:
 
 def _trial(job: Job, index: int) -> str:
     """What a trial does with the record, from its first opening of the store to its end."""
-    from nas.store_init import prepare_store
-
     os.chdir(job.cwd)  # a SQLite store's default artifact root is relative
-    prepare_store(job.uri)  # what nas.tracking._client is to call first
     record = job.record
     if record is None:
         record = SweepRecord(job.uri, _experiment_id(_client(job.uri), SWEEP), NO_PARENT, SWEEP)
