@@ -79,7 +79,9 @@ step=(--nodes=1 --ntasks=1 --cpus-per-task="$cpus")
 if ((gpus > 0)); then
     step+=(--gpus-per-task="$gpus")
 fi
-port=6379
+# Not Ray's default 6379: that is Redis's port, often taken on a shared node. A port free on the
+# head now, unless NAS_RAY_PORT names one.
+port="${NAS_RAY_PORT:-$(python3 -c 'import socket; s = socket.socket(); s.bind(("", 0)); print(s.getsockname()[1])')}"
 mlflow_pid=""
 
 cleanup() {
