@@ -18,6 +18,9 @@ from nas.tracking_server import TrackingServer
 from reports.schema import RUN_STATUS, Metric, Status, Tag
 
 MAX_STEPS, VAL_EVERY = 160, 40
+# The outage; CI runs 20 s. ``NAS_TEST_OUTAGE_S=150`` measures a longer one by hand (the figure
+# in the README); the tolerance of ``alpha`` (300 s by default) must exceed it.
+OUTAGE_S = float(os.environ.get("NAS_TEST_OUTAGE_S", "20"))
 SPACE = f"""\
 description: trials logging every step, long enough to train through a tracking outage
 base: {{model.d_model: 32, model.n_heads: 2, model.n_layers: 2, model.seq_len: 64,
@@ -79,7 +82,7 @@ def test_two_sweeps_through_a_tracking_server_restart(
     pg_server: TrackingServer, tmp_path: Path
 ) -> None:
     """Two drivers sweep into one server at once; the server is killed while both train and
-    started again 20 s later on the same port.
+    started again 20 s later (``OUTAGE_S``) on the same port.
 
     ``alpha`` (the default tolerance) trains through the outage: steps are logged, their
     client-side times say, while the server is down. ``beta`` tolerates 3 s: its attempt ends
@@ -98,7 +101,7 @@ def test_two_sweeps_through_a_tracking_server_restart(
         _wait_for_line(tmp_path / name / f"{name}.txt", " step 40 ", proc)
     pg_server.kill()
     down = time.time()
-    time.sleep(20)
+    time.sleep(OUTAGE_S)
     pg_server.start()
     up = time.time()
     for name, proc in procs.items():
