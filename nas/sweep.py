@@ -29,9 +29,11 @@ from nas.tracking import (
     close_sweep,
     recorded_trials,
     resolve_tracking_uri,
+    store_failure,
 )
 from nas.trial import SweepContext
 from nas.tune_run import on_sigterm, start_ray, tuner
+from reports.redact import redact
 from reports.schema import SETTLED
 
 __all__ = ["SweepOptions", "plan", "run_sweep"]
@@ -40,6 +42,7 @@ __all__ = ["SweepOptions", "plan", "run_sweep"]
 EXIT_INTERRUPTED = 130  # Ctrl-C: the same command resumes
 EXIT_TERMINATED = 143  # SIGTERM (a cluster scheduler's preemption): the same command resumes
 EXIT_TIME_BUDGET = 75  # EX_TEMPFAIL: --time-budget ran out, the same command continues
+EXIT_STORE_DOWN = 69  # EX_UNAVAILABLE: the tracking store stopped answering the driver
 
 
 def _todo(p: Plan, recorded: dict[str, RecordedTrial]) -> tuple[list[TrialSpec] | int, int]:
@@ -123,6 +126,30 @@ def run_sweep(opts: SweepOptions) -> int:
     p = plan(opts)  # every bad input surfaces here or in begin, before anything is recorded
     uri = resolve_tracking_uri(opts.tracking_uri)
     record, recorded = begin(uri, p, opts)
+    try:
+        return _run(opts, p, uri, record, recorded)
+    except Exception as err:
+        # The store went away for longer than MLflow's client retries (about four minutes):
+        # what reached it stays, the trials' journals keep the rest, and the same command
+        # resumes. One line, not a traceback.
+        reason = store_failure(err)
+        if reason is None:
+            raise
+        print(
+            f"nas: the tracking store {redact(uri)} failed ({reason}); what it "
+            "recorded is kept: run the same command again to resume",
+            file=sys.stderr,
+        )
+        return EXIT_STORE_DOWN
+
+
+def _run(
+    opts: SweepOptions,
+    p: Plan,
+    uri: str,
+    record: SweepRecord,
+    recorded: dict[str, RecordedTrial],
+) -> int:
     ctx = context(opts, p, record)
     seen = {"sigterm": False}
     summary: dict[str, float] = {}

@@ -21,6 +21,7 @@ from nas.outbox import (
     Files,
     Item,
     Outbox,
+    TrackingOutage,
     as_metrics,
     chunks,
     journal_path,
@@ -81,6 +82,25 @@ def _client(uri: str) -> Any:
     real = _connect_uri(uri)
     prepare_store(real)  # a fresh store is created and migrated by one process at a time
     return MlflowClient(tracking_uri=real)
+
+
+def store_failure(err: BaseException) -> str | None:
+    """The first line of a failure to reach or write the tracking store, found anywhere in the
+    chain of ``err`` (Tune wraps what its callbacks raise); None for any other error."""
+    from mlflow.exceptions import MlflowException
+    from requests.exceptions import ConnectionError as HTTPConnectionError
+    from sqlalchemy.exc import DBAPIError
+
+    kinds = (MlflowException, HTTPConnectionError, DBAPIError, TrackingOutage)
+    seen: set[int] = set()
+    current: BaseException | None = err
+    while current is not None and id(current) not in seen:
+        if isinstance(current, kinds):
+            text = str(current).strip()
+            return redact((text.splitlines() or [type(current).__name__])[0][:300])
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return None
 
 
 @dataclass(frozen=True)

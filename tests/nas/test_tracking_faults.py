@@ -35,7 +35,7 @@ def _start(tmp: Path, name: str, url: str, env: dict[str, str]) -> subprocess.Po
     (tmp / "space.yaml").write_text(SPACE)
     cmd = [sys.executable, "-m", "nas.cli", "sweep", str(tmp / "space.yaml"), "--name", name,
            "--tracking-uri", url, "--storage-path", str(tmp / "ray" )]  # fmt: skip
-    log = (tmp / f"{name}.txt").open("w")
+    log = (tmp / f"{name}.txt").open("a")  # a second run of the same command adds to it
     return subprocess.Popen(cmd, cwd=tmp, stdout=log, stderr=subprocess.STDOUT, text=True, env=env)
 
 
@@ -125,3 +125,30 @@ def test_two_sweeps_through_a_tracking_server_restart(
     errors = [p.read_text() for p in (tmp_path / "beta" / "ray").glob("beta/tune-*/*/error.txt")]
     expected = f"tracking store {pg_server.url} unreachable (nothing sent for 3 s)"
     assert any(expected in e for e in errors), errors
+
+
+def test_a_store_gone_for_good_ends_the_driver_in_one_line_and_the_same_command_resumes(
+    pg_server: TrackingServer, tmp_path: Path
+) -> None:
+    """The server killed and not restarted, with MLflow's client retries off (so the test need
+    not outwait their four minutes): the trial's attempts fail, the driver cannot record it and
+    exits 69 with one line naming the store. Started again, the same command resumes: the
+    journal's steps the store lacks are sent, the trial finishes, every step once."""
+    env = _env(**{OUTAGE_ENV: "2", "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0"})
+    proc = _start(tmp_path, "delta", pg_server.url, env)
+    _wait_for_line(tmp_path / "delta.txt", " step 40 ", proc)
+    pg_server.kill()
+    assert proc.wait(timeout=600) == 69, (tmp_path / "delta.txt").read_text()[-3000:]
+    out = (tmp_path / "delta.txt").read_text()
+    lines = [x for x in out.splitlines() if x.startswith("nas: the tracking store")]
+    assert len(lines) == 1 and lines[0].startswith(
+        f"nas: the tracking store {pg_server.url} failed"
+    )
+    assert "Traceback (most recent call last)" not in out.split(lines[0])[1]
+    assert list((tmp_path / "ray" / "delta" / JOURNAL_FOLDER).glob("*.jsonl"))
+    pg_server.start()
+    again = _start(tmp_path, "delta", pg_server.url, _env())
+    assert again.wait(timeout=600) == 0, (tmp_path / "delta.txt").read_text()[-3000:]
+    client, trials = _trials(pg_server.url, "delta")
+    assert len(trials) == 1
+    _check_complete(client, trials)
