@@ -41,9 +41,10 @@ demo: setup
 bench: setup
 	$(BIN)/python -m benchmarks.run_all
 
-# A 200-trial sweep on SQLite and through a PostgreSQL-backed MLflow server, then `nas report`
-# (about 20 minutes, past `make bench`'s budget); needs PostgreSQL at NAS_TEST_POSTGRES
-# (default postgresql://postgres@127.0.0.1:5432/postgres). `-m benchmarks.sweep_scale --quick`: 10.
+# A 200-trial sweep on SQLite and through a PostgreSQL-backed MLflow server, then `nas report`:
+# about 10 minutes, past `make bench`'s budget with the rest. Needs PostgreSQL at
+# NAS_TEST_POSTGRES (default postgresql://postgres@127.0.0.1:5432/postgres); 10 trials:
+# `python -m benchmarks.sweep_scale --quick`.
 bench-scale: setup
 	$(BIN)/python -m benchmarks.sweep_scale
 

@@ -15,10 +15,11 @@ step, no (metric, step) twice, read from the database itself); the metric keys o
 (per-layer arrays must be artifacts, not metrics); and how long ``nas report`` takes (goal:
 under 30 s), with its read of the store (``reports.load.load_sweep``) alone.
 
-Not in ``make bench`` (about 20 minutes at 200 trials): ``make bench-scale``. Run it alone:
-trials, driver and server share the machine's cores. PostgreSQL comes from ``NAS_TEST_POSTGRES``
-(default ``postgresql://postgres@127.0.0.1:5432/postgres``); the benchmark creates a database of
-its own there and drops it afterwards.
+Not in ``make bench`` (about 10 minutes at 200 trials on 2 cores, past its budget with the
+rest): ``make bench-scale``. Run it alone: trials, driver and server share the machine's cores.
+PostgreSQL comes from ``NAS_TEST_POSTGRES`` (default
+``postgresql://postgres@127.0.0.1:5432/postgres``); the benchmark creates a database of its own
+there and drops it afterwards.
 """
 
 from __future__ import annotations
