@@ -11,7 +11,8 @@ def add_spaces_parser(sub: Any) -> None:
         "spaces",
         help="list the built-in search spaces, or show one",
         description="Without a name: every built-in space in one line. With a name or a YAML "
-        "file: its arms, parameters, seeds and the number of valid and skipped cells.",
+        "file: its arms, parameters, seeds, the number of valid and skipped cells, and the "
+        "AttnRes blocks (sublayers per block) of each AttnRes configuration.",
     )
     p.add_argument("space", nargs="?", help="a built-in space name or a space YAML file")
     p.set_defaults(run=run_spaces)
@@ -30,8 +31,8 @@ def run_spaces(args: argparse.Namespace) -> int:
 
 
 def _show(space: Any) -> None:
-    from search_spaces import grid_cells
-    from trainers.config import RunConfig
+    from search_spaces import grid_cells, partitions
+    from trainers.config import RunConfig, partition_label
 
     print(f"{space.name} ({space.kind}): {space.description}")
     for name, overrides in space.arms.items():
@@ -49,3 +50,5 @@ def _show(space: Any) -> None:
     )
     for s in skipped:
         print(f"  skipped {s.arm}: {s.reason}")
+    for label, sizes in partitions(cells).items():
+        print(f"  partition {label}: {partition_label(sizes)}")

@@ -3,7 +3,7 @@ function that applies a sampled point to a base configuration. Imports no torch.
 
 from search_spaces.builtin import BUILTIN
 from search_spaces.loader import get_space, load_space
-from search_spaces.space import Cell, Skipped, Space, apply_point, grid_cells
+from search_spaces.space import Cell, Skipped, Space, apply_point, grid_cells, partitions
 
 __all__ = [
     "BUILTIN",
@@ -14,4 +14,5 @@ __all__ = [
     "get_space",
     "grid_cells",
     "load_space",
+    "partitions",
 ]

@@ -137,6 +137,17 @@ def grid_cells(space: Space, base: RunConfig) -> tuple[list[Cell], list[Skipped]
     return cells, skipped
 
 
+def partitions(cells: list[Cell]) -> dict[str, tuple[int, ...]]:
+    """Each AttnRes configuration's actual blocks (sublayers per block, in order), by arm label:
+    what ``attnres_blocks`` = N means at that arm's depth."""
+    out: dict[str, tuple[int, ...]] = {}
+    for cell in cells:
+        sizes = cell.config.model.attnres_block_sizes
+        if sizes:
+            out.setdefault(cell.arm, sizes)
+    return out
+
+
 def parse_params(data: Mapping[str, Any]) -> dict[str, Distribution]:
     out: dict[str, Distribution] = {}
     for key, value in data.items():

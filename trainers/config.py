@@ -66,6 +66,22 @@ def _in_range(section: str, name: str, value: float, low: float, high: float) ->
         raise ValueError(f"{section}.{name}: {value!r} is out of range; allowed: {low} to {high}")
 
 
+def balanced_partition(n_sublayers: int, n_blocks: int) -> tuple[int, ...]:
+    """Block sizes of ``n_sublayers`` split into ``n_blocks`` contiguous blocks whose sizes differ
+    by at most one, the longer blocks first (``numpy.array_split``'s rule). When N divides the
+    sublayers this is the paper's S = L/N; otherwise the paper puts the remainder in the last
+    block, which at L = 12, N = 8 makes blocks of [1, 1, 1, 1, 1, 1, 1, 5]."""
+    size, longer = divmod(n_sublayers, n_blocks)
+    return tuple(size + 1 if k < longer else size for k in range(n_blocks))
+
+
+def partition_label(sizes: tuple[int, ...]) -> str:
+    """``8 blocks of 4 sublayers``, or each size when they differ
+    (``8 blocks of 2,2,2,2,1,1,1,1 sublayers``): what ``nas spaces`` shows."""
+    each = str(sizes[0]) if len(set(sizes)) == 1 else ",".join(map(str, sizes))
+    return f"{len(sizes)} blocks of {each} sublayer{'' if each == '1' else 's'}"
+
+
 @dataclass(frozen=True, kw_only=True)
 class ModelConfig:
     """The architecture of one decoder-only causal Transformer LM."""
@@ -93,7 +109,9 @@ class ModelConfig:
         "none",
     )
     attnres_blocks: int = _help(
-        "Block AttnRes: number of blocks N the 2*n_layers sublayers are split into.", 8
+        "Block AttnRes: number of blocks N the 2*n_layers sublayers are split into, balanced "
+        "(sizes differ by at most one; the first 2*n_layers mod N blocks are the longer).",
+        8,
     )
     hc_streams: int = _help("hyper, mhc: number of residual streams n.", 4)
     hc_dynamic: bool = _help("hyper: input-dependent (dynamic) connection weights.", False)
@@ -167,6 +185,16 @@ class ModelConfig:
     @property
     def mlp_hidden(self) -> int:
         return max(1, round(self.mlp_ratio * self.d_model))
+
+    @property
+    def attnres_block_sizes(self) -> tuple[int, ...]:
+        """Sublayers per AttnRes block, in order: Block AttnRes's balanced partition, one
+        sublayer per block for Full AttnRes, empty for other wirings."""
+        if self.residual == "block_attnres":
+            return balanced_partition(self.n_sublayers, self.attnres_blocks)
+        if self.residual == "attnres":
+            return (1,) * self.n_sublayers
+        return ()
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from search_spaces import BUILTIN, Space, apply_point, get_space, grid_cells
+from search_spaces import BUILTIN, Space, apply_point, get_space, grid_cells, partitions
 from search_spaces.distributions import Choice, FloatRange, IntRange, from_data
 from trainers.config import VALID_PLACEMENTS, RunConfig
 from trainers.config_io import from_dict
@@ -104,6 +104,30 @@ def test_attnres_blocks_matches_the_paper_sweep() -> None:
     }
     assert arms == {("block_attnres", n) for n in (1, 2, 4, 8, 16)} | {("attnres", None)}
     assert {c.config.model.n_layers for c in cells} == {16}
+
+
+def test_partitions_show_each_attnres_arm_s_actual_blocks(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Each AttnRes configuration's blocks at its own depth, balanced where N does not divide the
+    sublayers; `nas spaces` prints them, other wirings have none."""
+    from nas.cli import main
+
+    space = Space(
+        name="p",
+        description="",
+        arms={"b": {"model.residual": "block_attnres"}, "s": {"model.residual": "standard"}},
+        params={"model.n_layers": Choice((6, 8))},
+    )
+    cells, _ = grid_cells(space, RunConfig())
+    assert partitions(cells) == {
+        "b/n_layers=6": (2, 2, 2, 2, 1, 1, 1, 1),
+        "b/n_layers=8": (2,) * 8,
+    }
+    assert main(["spaces", "attnres_blocks"]) == 0
+    out = capsys.readouterr().out
+    assert "partition block_attnres/N=8: 8 blocks of 4 sublayers" in out
+    assert "partition attnres: 32 blocks of 1 sublayer\n" in out
 
 
 def test_user_space_file(tmp_path: Path) -> None:

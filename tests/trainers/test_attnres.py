@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from tests.trainers.conftest import tiny
+from trainers.config import balanced_partition
 from trainers.model import DeepTransformer, num_params
 from trainers.residual.block_attnres import block_starts
 
@@ -97,40 +98,89 @@ def test_queries_are_zero_at_init() -> None:
 
 @pytest.mark.parametrize(
     "n_sublayers,n_blocks,expected",
-    [(8, 4, {2, 4, 6}), (8, 1, set()), (8, 8, {1, 2, 3, 4, 5, 6, 7}), (10, 4, {2, 4, 6})],
+    [(8, 4, {2, 4, 6}), (8, 1, set()), (8, 8, {1, 2, 3, 4, 5, 6, 7}), (10, 4, {3, 6, 8})],
 )
 def test_block_starts(n_sublayers: int, n_blocks: int, expected: set[int]) -> None:
-    """Blocks of S = L // N sublayers, the last one holding the remainder: exactly N blocks."""
+    """Exactly N balanced blocks: S = L / N each when N divides L, else the longer blocks first."""
     assert block_starts(n_sublayers, n_blocks) == expected
 
 
-def _su_example_sources() -> list[list[frozenset[int]]]:
-    """Su's worked example (S = 3): which outputs each of f_1..f_7 mixes, as sets of indices."""
-    e = frozenset({0})
-    b1 = frozenset({1, 2, 3})
-    return [
-        [e],
-        [e, frozenset({1})],
-        [e, frozenset({1, 2})],
-        [e, b1],
-        [e, b1, frozenset({4})],
-        [e, b1, frozenset({4, 5})],
-        [e, b1, frozenset({4, 5, 6})],
-    ]
+PARTITIONS = [(n, k) for n in range(1, 41) for k in range(1, n + 1)]
 
 
-def test_block_sources_follow_the_worked_example() -> None:
-    """With S = 3 the sources of each sublayer match Su's worked example, tracked symbolically:
-    each branch outputs a one-hot tag of its sublayer, so every source is a set of indices."""
+def test_balanced_partition_covers_every_sublayer_once() -> None:
+    """For every (L, N) up to L = 40: N contiguous blocks cover every sublayer exactly once,
+    sizes differ by at most one, the longer blocks come first, and block_starts opens each
+    block but the first."""
+    for n_sublayers, n_blocks in PARTITIONS:
+        sizes = balanced_partition(n_sublayers, n_blocks)
+        assert len(sizes) == n_blocks and sum(sizes) == n_sublayers and min(sizes) >= 1
+        assert max(sizes) - min(sizes) <= 1 and list(sizes) == sorted(sizes, reverse=True)
+        owner = [k for k, size in enumerate(sizes) for _ in range(size)]  # each sublayer's block
+        starts = block_starts(n_sublayers, n_blocks)
+        assert starts == {j for j in range(1, n_sublayers) if owner[j] != owner[j - 1]}
+
+
+def test_partition_is_unchanged_where_n_divides_the_sublayers() -> None:
+    """Where N divides L the blocks are the paper's S = L / N, the boundaries of the earlier
+    rule (k * (L // N)): those configurations build the same model as before."""
+    for n_sublayers, n_blocks in PARTITIONS:
+        if n_sublayers % n_blocks == 0:
+            size = n_sublayers // n_blocks
+            assert block_starts(n_sublayers, n_blocks) == {k * size for k in range(1, n_blocks)}
+
+
+def test_model_sites_follow_the_configured_partition() -> None:
+    """The model's sites open blocks where ModelConfig.attnres_block_sizes says, and the
+    stream keeps one source per block plus the embedding."""
+    cfg = tiny(residual="block_attnres", n_layers=6, attnres_blocks=8)
+    assert cfg.attnres_block_sizes == (2, 2, 2, 2, 1, 1, 1, 1)
+    model = DeepTransformer(cfg)
+    sites = [s for b in model.blocks for s in (b.attn_site, b.mlp_site)]
+    opened = [j for j, s in enumerate(sites) if s.starts_block]
+    assert opened == [2, 4, 6, 8, 9, 10, 11]
+    assert model.stream.capacity == 8 + 1
+    assert tiny(residual="attnres", n_layers=3).attnres_block_sizes == (1,) * 6
+    assert tiny(residual="standard").attnres_block_sizes == ()
+
+
+def test_unbalanced_partition_keeps_the_zero_query_identity() -> None:
+    """Blocks of unequal size still partition every earlier output, so zero queries give the
+    pre-norm residual at any (L, N)."""
+    kw = dict(n_layers=5, d_model=32, n_heads=4, norm_eps=1e-12)
+    standard = DeepTransformer(tiny(**kw)).double()
+    block = DeepTransformer(tiny(residual="block_attnres", attnres_blocks=4, **kw)).double()
+    block.load_state_dict(standard.state_dict(), strict=False)
+    idx = torch.randint(0, 32, (2, 12))
+    assert (_logits(block, idx) - _logits(standard, idx)).abs().max() < 1e-6
+
+
+def _expected_sources(sizes: tuple[int, ...]) -> list[list[frozenset[int]]]:
+    """The paper's sources for f_1..f_L over blocks of these sizes, as sets of output indices:
+    the embedding, each completed block's sum, then the current block's partial sum if any."""
+    out, done, first = [], [frozenset({0})], 1
+    for size in sizes:
+        for k in range(size):
+            partial = [frozenset(range(first, first + k))] if k else []
+            out.append(done + partial)
+        done = [*done, frozenset(range(first, first + size))]
+        first += size
+    return out
+
+
+def _recorded_sources(n_sublayers: int, n_blocks: int) -> list[list[frozenset[int]]]:
+    """Runs Block AttnRes's sites symbolically: each branch outputs a one-hot tag of its
+    sublayer, so every source a site mixes is a set of indices."""
     from trainers.residual.block_attnres import BlockAttnResSite, BlockState
     from trainers.residual.depth_attention import Schedule
     from trainers.residual.depth_buffer import BufferedSources
 
     seen: list[list[frozenset[int]]] = []
-    starts = block_starts(9, 3)  # 9 sublayers, S = 3
+    starts = block_starts(n_sublayers, n_blocks)
+    width = n_sublayers + 1
 
     def tag(j: int) -> torch.Tensor:
-        return torch.nn.functional.one_hot(torch.tensor(j), 16).double().expand(1, 1, 16)
+        return torch.nn.functional.one_hot(torch.tensor(j), width).double().expand(1, 1, width)
 
     class Record(torch.nn.Module):
         """Records the sources its site mixed, then emits its own tag."""
@@ -144,13 +194,36 @@ def test_block_sources_follow_the_worked_example() -> None:
             seen.append([frozenset(v.flatten().nonzero().flatten().tolist()) for v in sources])
             return tag(self.j)
 
-    queries = torch.zeros(10, 16, dtype=torch.float64)
-    schedule = Schedule((0, *sorted(starts)), 10)
-    state = BlockState(BufferedSources(1e-6, queries, schedule, capacity=4))
+    queries = torch.zeros(n_sublayers + 1, width, dtype=torch.float64)
+    schedule = Schedule((0, *sorted(starts)), n_sublayers + 1)
+    state = BlockState(BufferedSources(1e-6, queries, schedule, capacity=n_blocks + 1))
     state.summaries.append(tag(0))
-    for j in range(1, 8):
+    for j in range(1, n_sublayers + 1):
         BlockAttnResSite(j - 1, (j - 1) in starts)(state, Record(j, state))
-    assert seen == _su_example_sources()
+    return seen
+
+
+def test_block_sources_follow_the_worked_example() -> None:
+    """With S = 3 the sources of f_1..f_7 match Su's worked example (spelled out by hand)."""
+    e, b1 = frozenset({0}), frozenset({1, 2, 3})
+    su = [
+        [e],
+        [e, frozenset({1})],
+        [e, frozenset({1, 2})],
+        [e, b1],
+        [e, b1, frozenset({4})],
+        [e, b1, frozenset({4, 5})],
+        [e, b1, frozenset({4, 5, 6})],
+    ]
+    assert _recorded_sources(9, 3)[:7] == su
+
+
+@pytest.mark.parametrize("n_sublayers,n_blocks", [(10, 4), (12, 8), (7, 3), (9, 9), (6, 1)])
+def test_block_sources_follow_the_partition(n_sublayers: int, n_blocks: int) -> None:
+    """At any (L, N), balanced or not, each sublayer mixes the embedding, the completed blocks'
+    sums and its own block's partial sum, blocks as ModelConfig.attnres_block_sizes says."""
+    sizes = balanced_partition(n_sublayers, n_blocks)
+    assert _recorded_sources(n_sublayers, n_blocks) == _expected_sources(sizes)
 
 
 def _mixing_inputs(n_sites: int = 5, n_sources: int = 7) -> tuple:

@@ -1,19 +1,21 @@
 """Block AttnRes: plain sums inside blocks of sublayers, AttnRes across block summaries
 (Kimi Team 2026, arXiv 2603.15031, section 3.2).
 
-The 2*n_layers sublayers split into N = ``attnres_blocks`` contiguous blocks of S = L // N
-sublayers, the last block holding the remainder. The k-th sublayer of block n mixes
-[s_0 = embedding, s_1, ..., s_{n-1}] plus, for k >= 2, the block's partial sum. N = L is Full
-AttnRes; N = 1 is a plain residual with the embedding kept apart.
+The L = 2*n_layers sublayers split into N = ``attnres_blocks`` contiguous, balanced blocks
+(``ModelConfig.attnres_block_sizes``: S = L/N each when N divides L, else sizes differing by one,
+the longer first). The k-th sublayer of block n mixes [s_0 = embedding, s_1, ..., s_{n-1}] plus,
+for k >= 2, the block's partial sum. N = L is Full AttnRes; N = 1 is a plain residual with the
+embedding kept apart.
 """
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 from torch import Tensor, nn
 
-from trainers.config import ModelConfig
+from trainers.config import ModelConfig, balanced_partition
 from trainers.residual.attnres import AttnResSite, AttnResStream
 from trainers.residual.base import RESIDUALS, Residual, Stream
 from trainers.residual.depth_attention import Schedule, Sources, mix
@@ -21,8 +23,8 @@ from trainers.residual.depth_attention import Schedule, Sources, mix
 
 def block_starts(n_sublayers: int, n_blocks: int) -> frozenset[int]:
     """Global sublayer indices (0-based) that open a new block, the first one excluded."""
-    size = n_sublayers // n_blocks
-    return frozenset(k * size for k in range(1, n_blocks))
+    sizes = balanced_partition(n_sublayers, n_blocks)
+    return frozenset(itertools.accumulate(sizes[:-1]))
 
 
 @dataclass
