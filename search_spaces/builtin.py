@@ -47,12 +47,21 @@ CORE = {
 }
 
 
+# Wirings whose paper fixes the norm type: their arms run with it instead of the model's default
+# (RMSNorm), and say so in their names. DeepNet's x <- LN(alpha*x + f(x)) is a LayerNorm.
+PAPER_NORM = {"deepnorm": "layernorm"}
+
+
 def _every_wiring() -> dict[str, dict[str, Any]]:
-    return {
-        f"{r}/{p}": {"model.residual": r, "model.placement": p}
-        for r, placements in VALID_PLACEMENTS.items()
-        for p in placements
-    }
+    arms: dict[str, dict[str, Any]] = {}
+    for r, placements in VALID_PLACEMENTS.items():
+        for p in placements:
+            arm = {"model.residual": r, "model.placement": p}
+            if r in PAPER_NORM:
+                arms[f"{r}/{p}/{PAPER_NORM[r]}"] = {**arm, "model.norm": PAPER_NORM[r]}
+            else:
+                arms[f"{r}/{p}"] = arm
+    return arms
 
 
 def _blocks() -> dict[str, dict[str, Any]]:

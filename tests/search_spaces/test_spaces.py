@@ -92,6 +92,16 @@ def test_residual_ablation_covers_the_validity_matrix() -> None:
     assert len(cells) == len(wirings) * 2 * 3
 
 
+def test_deepnorm_arms_use_the_paper_s_layernorm() -> None:
+    """DeepNet defines x <- LN(alpha*x + f(x)): every built-in DeepNorm arm runs with LayerNorm
+    (not the model's default RMSNorm) and its name says so."""
+    for space in BUILTIN.values():
+        for name, overrides in space.arms.items():
+            if overrides.get("model.residual") == "deepnorm":
+                assert overrides.get("model.norm") == "layernorm", (space.name, name)
+                assert name.endswith("/layernorm"), (space.name, name)
+
+
 def test_attnres_blocks_matches_the_paper_sweep() -> None:
     """N in 1, 2, 4, 8, 16 plus Full AttnRes, at 16 blocks."""
     cells, _ = grid_cells(BUILTIN["attnres_blocks"], RunConfig())
