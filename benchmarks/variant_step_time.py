@@ -5,6 +5,13 @@ timed in interleaved rounds (so machine noise hits all of them alike) after warm
 is the median over rounds of each variant's step time divided by standard's in the same round.
 
     .venv/bin/python -m benchmarks.variant_step_time --n-layers 32 --d-model 128 [--arms a,b]
+    .venv/bin/python -m benchmarks.variant_step_time --arms attnres,block_attnres --switches
+
+``--switches`` adds the AttnRes design switches of the paper's Table 4 (``SWITCH_ARMS``). Any
+switch moves AttnRes off the buffered two-phase path onto the plain one
+(``trainers/residual/depth_mixing.py``), so their ratios are mostly the plain path's cost; the
+input-dependent query would break the two-phase batching in any implementation (the paper's
+reason for not adopting it).
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ import platform
 import statistics
 import time
 from pathlib import Path
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -22,6 +30,16 @@ import torch.nn.functional as F
 from benchmarks.arms import select
 from trainers.config import ModelConfig
 from trainers.model import DeepTransformer
+
+SWITCH_ARMS: dict[str, dict[str, Any]] = {
+    "attnres/key_norm=none": {"residual": "attnres", "attnres_key_norm": "none"},
+    "attnres/gate=sigmoid": {"residual": "attnres", "attnres_gate": "sigmoid"},
+    "attnres/query=input": {"residual": "attnres", "attnres_query": "input"},
+    "attnres/query=scalar": {"residual": "attnres", "attnres_query": "scalar"},
+    "attnres/window=8": {"residual": "attnres", "attnres_window": 8},
+    "block_attnres/heads=16": {"residual": "block_attnres", "attnres_heads": 16},
+    "block_attnres/key_norm=none": {"residual": "block_attnres", "attnres_key_norm": "none"},
+}
 
 
 def step_fn(cfg: ModelConfig, batch: int) -> tuple[torch.nn.Module, object]:
@@ -56,11 +74,15 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--steps", type=int, default=3, help="steps per timing inside a round")
     ap.add_argument("--arms", default="all", help="'all' or comma-separated arm names")
+    ap.add_argument(
+        "--switches", action="store_true", help="also time AttnRes's Table 4 design switches"
+    )
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results"))
     args = ap.parse_args()
     torch.manual_seed(0)
     steps = {}
-    for arm, fields in select(args.arms).items():
+    arms = {**select(args.arms), **(SWITCH_ARMS if args.switches else {})}
+    for arm, fields in arms.items():
         cfg = ModelConfig(
             n_layers=args.n_layers,
             d_model=args.d_model,

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from reports.outcomes import comparable, configured, counts, diverged, with_outcome
+from reports.published import attnres_switches
 from reports.schema import BEST_VAL_LOSS, Metric, Status
 from reports.stats import Comparison, Interval, adjust, compare, mean_ci, verdict
 
@@ -22,6 +23,11 @@ WIRING_KEYS = (
     "model.norm",
     "model.norm_scaling",
     "model.attnres_blocks",
+    "model.attnres_key_norm",
+    "model.attnres_gate",
+    "model.attnres_query",
+    "model.attnres_heads",
+    "model.attnres_window",
     "model.hc_streams",
     "model.hc_dynamic",
     "model.mix_ln_alpha",
@@ -63,10 +69,12 @@ def with_arms(trials: pd.DataFrame) -> pd.DataFrame:
 
 
 def wiring_label(row: pd.Series) -> str:
-    """A trial's wiring as a label: residual/placement, plus N for Block AttnRes."""
+    """A trial's wiring as a label: residual/placement, plus N for Block AttnRes and each
+    AttnRes design switch away from the paper's choice."""
     parts = [str(row.get(RESIDUAL_KEY, "?")), str(row.get("model.placement", "?"))]
     if "model.attnres_blocks" in row and row.get(RESIDUAL_KEY) == "block_attnres":
         parts.append(f"N={row['model.attnres_blocks']}")
+    parts.extend(f"{name}={value}" for name, value in attnres_switches(row).items())
     return "/".join(parts)
 
 

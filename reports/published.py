@@ -5,24 +5,58 @@ harness runs on a laptop, and labelled so wherever they appear."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+
+# The AttnRes design switches at the paper's choice, as recorded parameters: the defaults of
+# trainers.config.ATTNRES_SWITCHES, repeated because reports import no trainers (a test keeps the
+# two equal).
+ATTNRES_DEFAULTS = {
+    "model.attnres_key_norm": "rmsnorm",
+    "model.attnres_gate": "softmax",
+    "model.attnres_query": "static",
+    "model.attnres_heads": "1",
+    "model.attnres_window": "0",
+}
+
+
+def attnres_switches(params: Mapping[str, object]) -> dict[str, str]:
+    """The AttnRes design switches a configuration sets away from the paper's choice, by short
+    name (``{"gate": "sigmoid"}``); runs recorded before the switches existed have none."""
+    out = {}
+    for key, default in ATTNRES_DEFAULTS.items():
+        value = str(params.get(key, default))
+        if value not in (default, "nan", "None"):
+            out[key.removeprefix("model.attnres_")] = value
+    return out
 
 
 @dataclass(frozen=True)
 class Published:
     label: str  # the paper's name for the arm
     val_loss: float
+    residual: str = ""  # the model.residual of a matching arm
+    # The one AttnRes design switch the row sets, (short name, value); "" as the value matches
+    # any value (the paper's window and head count are for its 32-sublayer, d = 1168 model).
+    switch: tuple[str, str] | None = None
 
 
 # Table 4: the 436M model (16 blocks), identical hyperparameters and compute.
 TABLE4_BASELINE = 1.766
-TABLE4 = {
-    "standard": Published("Baseline (PreNorm)", 1.766),
-    "denseformer": Published("DenseFormer", 1.767),
-    "mhc": Published("mHC", 1.747),
-    "attnres": Published("AttnRes Full", 1.737),
-    "block_attnres": Published("AttnRes Block (N = 8)", 1.746),
-}
+TABLE4 = (
+    Published("Baseline (PreNorm)", 1.766, "standard"),
+    Published("DenseFormer", 1.767, "denseformer"),
+    Published("mHC", 1.747, "mhc"),
+    Published("AttnRes Full", 1.737, "attnres"),
+    Published("Full + input-dependent query", 1.731, "attnres", ("query", "input")),
+    Published("Full + input-independent mixing", 1.749, "attnres", ("query", "scalar")),
+    Published("Full + sigmoid", 1.741, "attnres", ("gate", "sigmoid")),
+    Published("Full without key RMSNorm", 1.743, "attnres", ("key_norm", "none")),
+    Published("Full, sliding window (W = 1 + 8)", 1.764, "attnres", ("window", "")),
+    Published("AttnRes Block (N = 8)", 1.746, "block_attnres"),
+    Published("Block + multi-head (H = 16)", 1.752, "block_attnres", ("heads", "")),
+    Published("Block without key RMSNorm", 1.750, "block_attnres", ("key_norm", "none")),
+)
 
 # Table 2: final validation loss per model size (activated params excluding embeddings).
 TABLE2_COLUMNS = ("size", "tokens", "standard", "block_attnres", "attnres", "mhc")
@@ -46,6 +80,18 @@ FIG5 = {
 }
 
 
-def published_for(residual: str) -> Published | None:
-    """The Table 4 row for a residual type, where one corresponds."""
-    return TABLE4.get(residual)
+def published_for(params: Mapping[str, object]) -> Published | None:
+    """The Table 4 row of a configuration (flattened parameters, ``model.residual``...), where
+    one corresponds: the same residual type and the same design switch, or none."""
+    residual = str(params.get("model.residual", ""))
+    switches = attnres_switches(params)
+    return next(
+        (r for r in TABLE4 if r.residual == residual and _same_switch(r.switch, switches)), None
+    )
+
+
+def _same_switch(switch: tuple[str, str] | None, switches: dict[str, str]) -> bool:
+    if switch is None:
+        return not switches
+    name, value = switch
+    return switches.keys() == {name} and value in ("", switches[name])

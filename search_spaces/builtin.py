@@ -73,6 +73,44 @@ def _blocks() -> dict[str, dict[str, Any]]:
     return arms
 
 
+# Table 4's model has 16 blocks (32 sublayers) of width 1168; at CPU size: 8 blocks of width 64,
+# keeping the paper's block size S = 4 sublayers (N = 4) and its window as a quarter of the depth
+# (W = 4 of 16 sublayers; the paper's 8 of 32), and its H = 16 channel groups.
+TABLE4_SIZE: dict[str, Any] = {
+    "model.d_model": 64,
+    "model.n_heads": 4,
+    "model.n_layers": 8,
+    "model.seq_len": 128,
+    "model.attnres_blocks": 4,
+    "train.batch_size": 16,
+    "train.max_steps": 600,
+    "train.val_every": 100,
+    "train.val_batches": 8,
+    "train.warmup_steps": 60,
+}
+
+
+def _table4() -> dict[str, dict[str, Any]]:
+    """Table 4's rows in its order: the comparators, Full AttnRes and each of its switches,
+    Block AttnRes and each of its switches (reports.published.TABLE4 holds the numbers)."""
+    full = {"model.residual": "attnres"}
+    block = {"model.residual": "block_attnres"}
+    return {
+        "standard": {"model.residual": "standard"},
+        "denseformer": {"model.residual": "denseformer"},
+        "mhc": {"model.residual": "mhc"},
+        "attnres": full,
+        "attnres/query=input": {**full, "model.attnres_query": "input"},
+        "attnres/query=scalar": {**full, "model.attnres_query": "scalar"},
+        "attnres/gate=sigmoid": {**full, "model.attnres_gate": "sigmoid"},
+        "attnres/key_norm=none": {**full, "model.attnres_key_norm": "none"},
+        "attnres/window=4": {**full, "model.attnres_window": 4},
+        "block_attnres": block,
+        "block_attnres/heads=16": {**block, "model.attnres_heads": 16},
+        "block_attnres/key_norm=none": {**block, "model.attnres_key_norm": "none"},
+    }
+
+
 BUILTIN: dict[str, Space] = {
     space.name: space
     for space in (
@@ -113,6 +151,15 @@ BUILTIN: dict[str, Space] = {
             "blocks (the paper's block-size sweep), 3 seeds",
             base={**ABLATION, "model.n_layers": 16},
             arms=_blocks(),
+            seeds=(0, 1, 2),
+        ),
+        Space(
+            name="attnres_ablation",
+            description="the AttnRes paper's ablation table (Table 4) at CPU size: baseline, "
+            "DenseFormer, mHC, Full AttnRes and each design switch, Block AttnRes and its "
+            "switches, 8 blocks, 3 seeds",
+            base=TABLE4_SIZE,
+            arms=_table4(),
             seeds=(0, 1, 2),
         ),
         Space(

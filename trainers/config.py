@@ -1,7 +1,8 @@
 """Typed, frozen, validated configuration: one field per architecture or training choice.
 
 Each closed set is a ``Literal`` whose values are registry keys (``trainers.residual``,
-``trainers.placement``, ``trainers.norms``, ``trainers.data``); a test keeps them in sync. This module
+``trainers.residual.depth_mixing``, ``trainers.placement``, ``trainers.norms``, ``trainers.data``);
+a test keeps them in sync. This module
 imports no torch so that search spaces and the CLI can validate configurations cheaply.
 """
 
@@ -18,6 +19,10 @@ PlacementName = Literal["pre", "post", "sandwich", "mix", "none"]
 NormName = Literal["layernorm", "rmsnorm"]
 NormScaling = Literal["none", "lns"]
 PositionName = Literal["learned", "rope"]
+# AttnRes design switches (the paper's Table 4); registry keys in trainers.residual.depth_mixing.
+KeyNormName = Literal["rmsnorm", "none"]
+GateName = Literal["softmax", "sigmoid"]
+QueryName = Literal["static", "input", "scalar"]
 DataSource = Literal["stdlib", "text", "tokens", "synthetic"]
 Precision = Literal["auto", "32-true", "64-true", "bf16-mixed", "16-mixed", "bf16-true"]
 
@@ -43,6 +48,15 @@ VALID_PLACEMENTS: dict[str, tuple[str, ...]] = {
 LNS_PLACEMENTS = ("pre", "sandwich")
 
 MAX_LAYERS = 1024
+
+# The AttnRes design switches and the paper's choice for each (the default).
+ATTNRES_SWITCHES: dict[str, object] = {
+    "attnres_key_norm": "rmsnorm",
+    "attnres_gate": "softmax",
+    "attnres_query": "static",
+    "attnres_heads": 1,
+    "attnres_window": 0,
+}
 
 
 def _help(text: str, default: Any) -> Any:
@@ -113,6 +127,32 @@ class ModelConfig:
         "(sizes differ by at most one; the first 2*n_layers mod N blocks are the longer).",
         8,
     )
+    attnres_key_norm: KeyNormName = _help(
+        "attnres, block_attnres: the keys are the sources RMS-normalized with a per-site gain "
+        "('rmsnorm', the paper's) or the raw sources ('none').",
+        "rmsnorm",
+    )
+    attnres_gate: GateName = _help(
+        "attnres, block_attnres: depth weights are a softmax over the sources ('softmax', the "
+        "paper's) or an independent sigmoid per source ('sigmoid', not renormalized).",
+        "softmax",
+    )
+    attnres_query: QueryName = _help(
+        "attnres, block_attnres: the query is a learned vector per site ('static', the "
+        "paper's), a per-site d x d projection of the newest source ('input'), or no query "
+        "and key at all, a learned logit per site and source ('scalar').",
+        "static",
+    )
+    attnres_heads: int = _help(
+        "attnres, block_attnres: depth weights per channel group; H groups of d_model/H "
+        "channels, each with its own query (1: one set of weights, the paper's).",
+        1,
+    )
+    attnres_window: int = _help(
+        "attnres, block_attnres: sources each site mixes: 0 all (the paper's), W the "
+        "embedding plus the W newest others.",
+        0,
+    )
     hc_streams: int = _help("hyper, mhc: number of residual streams n.", 4)
     hc_dynamic: bool = _help("hyper: input-dependent (dynamic) connection weights.", False)
     mhc_sinkhorn_iters: int = _help("mhc: Sinkhorn-Knopp iterations for the stream mixing.", 20)
@@ -163,9 +203,40 @@ class ModelConfig:
                 f"{s}.norm_scaling: 'lns' scales the sublayer input norm, which placement "
                 f"{self.placement!r} does not have; use placement {' or '.join(LNS_PLACEMENTS)}"
             )
+        self._check_attnres_switches()
         _in_range(s, "hc_streams", self.hc_streams, 1, 64)
         _in_range(s, "mhc_sinkhorn_iters", self.mhc_sinkhorn_iters, 1, 1000)
         _in_range(s, "mix_ln_alpha", self.mix_ln_alpha, 0.0, 1.0)
+
+    def _check_attnres_switches(self) -> None:
+        s = "model"
+        _choices(s, "attnres_key_norm", self.attnres_key_norm, get_args(KeyNormName))
+        _choices(s, "attnres_gate", self.attnres_gate, get_args(GateName))
+        _choices(s, "attnres_query", self.attnres_query, get_args(QueryName))
+        _in_range(s, "attnres_window", self.attnres_window, 0, 2 * MAX_LAYERS + 1)
+        if self.attnres_heads < 1 or self.d_model % self.attnres_heads:
+            divisors = [h for h in range(1, self.d_model + 1) if self.d_model % h == 0]
+            raise ValueError(
+                f"{s}.attnres_heads: {self.attnres_heads} does not divide d_model={self.d_model}; "
+                f"allowed: {', '.join(map(str, divisors))}"
+            )
+        changed = [k for k, v in ATTNRES_SWITCHES.items() if getattr(self, k) != v]
+        if changed and self.residual not in ("attnres", "block_attnres"):
+            raise ValueError(
+                f"{s}.{changed[0]}: {getattr(self, changed[0])!r} applies to residual attnres "
+                f"or block_attnres only; residual {self.residual!r} has no depth mixing (leave "
+                f"it at {ATTNRES_SWITCHES[changed[0]]!r})"
+            )
+        if self.attnres_query == "scalar" and self.attnres_key_norm != "rmsnorm":
+            raise ValueError(
+                f"{s}.attnres_key_norm: {self.attnres_key_norm!r} means nothing with "
+                "attnres_query 'scalar', which has no keys (leave it at 'rmsnorm')"
+            )
+
+    @property
+    def attnres_switched(self) -> bool:
+        """Whether any AttnRes design switch differs from the paper's choice."""
+        return any(getattr(self, k) != v for k, v in ATTNRES_SWITCHES.items())
 
     @property
     def head_dim(self) -> int:

@@ -12,7 +12,13 @@ from reports.ablation import RESIDUAL_KEY, ArmRow, with_arms
 from reports.document import Paragraph, Section, Table
 from reports.load import SweepData
 from reports.outcomes import comparable, configured
-from reports.published import TABLE2, TABLE2_COLUMNS, TABLE4_BASELINE, published_for
+from reports.published import (
+    TABLE2,
+    TABLE2_COLUMNS,
+    TABLE4_BASELINE,
+    Published,
+    published_for,
+)
 from reports.schema import Metric
 from reports.sections.cells import fmt, fmt_ci, fmt_diff, upper
 from reports.stats import Interval, mean_ci
@@ -31,7 +37,9 @@ def reference_section(data: SweepData, rows: list[ArmRow]) -> Section:
             "note",
         )
     ]
-    beside = _beside(rows, residual_of)
+    firsts = done.drop_duplicates("arm").set_index("arm")
+    published_of = {arm: published_for(row.to_dict()) for arm, row in firsts.iterrows()}
+    beside = _beside(rows, published_of)
     if beside:
         columns = (
             "arm",
@@ -55,10 +63,10 @@ def reference_section(data: SweepData, rows: list[ArmRow]) -> Section:
     return Section("Published reference and what these runs show", tuple(blocks))
 
 
-def _beside(rows: list[ArmRow], residual_of: dict[Any, Any]) -> list[tuple[str, ...]]:
+def _beside(rows: list[ArmRow], published_of: dict[Any, Published | None]) -> list[tuple[str, ...]]:
     out: list[tuple[str, ...]] = []
     for r in rows:
-        published = published_for(str(residual_of.get(r.arm, "")))
+        published = published_of.get(r.arm)
         if published is None:
             continue
         out.append(

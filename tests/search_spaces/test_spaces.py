@@ -102,6 +102,43 @@ def test_deepnorm_arms_use_the_paper_s_layernorm() -> None:
                 assert name.endswith("/layernorm"), (space.name, name)
 
 
+def test_attnres_ablation_has_one_arm_per_table4_row() -> None:
+    """Each arm of attnres_ablation is the configuration of exactly one row of the paper's
+    Table 4 (the report's overlay finds it), and every row has its arm."""
+    from reports.published import TABLE4, published_for
+    from trainers.config import flatten
+
+    cells, skipped = grid_cells(BUILTIN["attnres_ablation"], RunConfig())
+    assert not skipped
+    rows = {c.arm: published_for(flatten(c.config)) for c in cells}
+    assert None not in rows.values()
+    assert sorted(r.label for r in rows.values() if r) == sorted(r.label for r in TABLE4)
+    assert {c.config.model.n_layers for c in cells} == {8} and len(cells) == 12 * 3
+
+
+def test_published_rows_match_one_switch_and_old_records() -> None:
+    """The overlay matches a row on residual type and the one switch it sets: a second switch
+    matches nothing, and records from before the switches (no such columns) match the plain
+    rows. The report carries the switches' defaults itself (it imports no trainers) and counts
+    each switch as part of the wiring."""
+    import pandas as pd
+
+    from reports.ablation import WIRING_KEYS, wiring_label
+    from reports.published import ATTNRES_DEFAULTS, published_for
+    from trainers.config import ATTNRES_SWITCHES, flatten
+
+    assert ATTNRES_DEFAULTS == {f"model.{k}": str(v) for k, v in ATTNRES_SWITCHES.items()}
+    assert set(ATTNRES_DEFAULTS) <= set(WIRING_KEYS)
+    full = {"model.residual": "attnres"}
+    assert published_for(full).label == "AttnRes Full"  # type: ignore[union-attr]
+    sigmoid = {**full, "model.attnres_gate": "sigmoid"}
+    assert published_for(sigmoid).label == "Full + sigmoid"  # type: ignore[union-attr]
+    assert published_for({**sigmoid, "model.attnres_heads": 2}) is None
+    assert published_for({**full, "model.attnres_heads": 16}) is None  # a Block row only
+    row = pd.Series(flatten(apply_point(RunConfig(), {**sigmoid, "model.attnres_window": 3})))
+    assert wiring_label(row) == "attnres/pre/gate=sigmoid/window=3"
+
+
 def test_attnres_blocks_matches_the_paper_sweep() -> None:
     """N in 1, 2, 4, 8, 16 plus Full AttnRes, at 16 blocks."""
     cells, _ = grid_cells(BUILTIN["attnres_blocks"], RunConfig())

@@ -10,11 +10,15 @@ import pytest
 import yaml
 
 from trainers.config import (
+    ATTNRES_SWITCHES,
     VALID_PLACEMENTS,
     DataSource,
+    GateName,
+    KeyNormName,
     ModelConfig,
     NormName,
     PlacementName,
+    QueryName,
     ResidualName,
     RunConfig,
     flatten,
@@ -26,6 +30,7 @@ from trainers.data import SOURCES
 from trainers.norms import NORMS
 from trainers.placement import PLACEMENTS
 from trainers.residual import RESIDUALS
+from trainers.residual.depth_mixing import GATES, KEY_NORMS, QUERIES
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -37,6 +42,9 @@ ROOT = Path(__file__).resolve().parents[2]
         (PlacementName, PLACEMENTS),
         (NormName, NORMS),
         (DataSource, SOURCES),
+        (KeyNormName, KEY_NORMS),
+        (GateName, GATES),
+        (QueryName, QUERIES),
     ],
 )
 def test_literals_match_registries(literal: object, registry: object) -> None:
@@ -84,6 +92,16 @@ def test_invalid_combinations_name_the_field_and_the_choices(residual: str, plac
         ({"residual": "block_attnres", "attnres_blocks": 0}, "model.attnres_blocks"),
         ({"n_layers": 0}, "model.n_layers"),
         ({"d_model": 12, "n_heads": 4, "pos": "rope"}, "model.pos"),
+        ({"residual": "attnres", "attnres_gate": "tanh"}, "model.attnres_gate"),
+        ({"residual": "attnres", "attnres_key_norm": "l2"}, "model.attnres_key_norm"),
+        ({"residual": "attnres", "attnres_query": "mlp"}, "model.attnres_query"),
+        ({"residual": "attnres", "d_model": 96, "attnres_heads": 5}, "model.attnres_heads"),
+        ({"residual": "attnres", "attnres_heads": 0}, "model.attnres_heads"),
+        ({"residual": "attnres", "attnres_window": -1}, "model.attnres_window"),
+        (
+            {"residual": "attnres", "attnres_query": "scalar", "attnres_key_norm": "none"},
+            "model.attnres_key_norm",
+        ),
     ],
 )
 def test_bad_values_raise_naming_the_field(kwargs: dict[str, object], field: str) -> None:
@@ -96,6 +114,31 @@ def test_attnres_blocks_is_free_for_other_residuals() -> None:
     """attnres_blocks only constrains Block AttnRes, so depth sweeps of others need no care."""
     ModelConfig(residual="standard", n_layers=1, attnres_blocks=8)
     ModelConfig(residual="block_attnres", n_layers=4, attnres_blocks=8)
+
+
+SWITCHED = {
+    "attnres_key_norm": "none",
+    "attnres_gate": "sigmoid",
+    "attnres_query": "input",
+    "attnres_heads": 2,
+    "attnres_window": 4,
+}
+
+
+@pytest.mark.parametrize(
+    "residual", sorted(set(get_args(ResidualName)) - {"attnres", "block_attnres"})
+)
+def test_attnres_switches_are_refused_where_there_is_no_depth_mixing(residual: str) -> None:
+    """Each Table 4 switch set away from its default, on a wiring without AttnRes's depth
+    mixing, raises naming that field; at its default it is accepted everywhere."""
+    assert set(SWITCHED) == set(ATTNRES_SWITCHES)
+    placement = VALID_PLACEMENTS[residual][0]
+    ModelConfig(residual=residual, placement=placement, **ATTNRES_SWITCHES)  # type: ignore[arg-type]
+    for name, value in SWITCHED.items():
+        with pytest.raises(ValueError, match=rf"model\.{name}: .*residual {residual!r}"):
+            ModelConfig(residual=residual, placement=placement, **{name: value})  # type: ignore[arg-type]
+        for ok in ("attnres", "block_attnres"):
+            ModelConfig(residual=ok, **{name: value})  # type: ignore[arg-type]
 
 
 def test_configs_are_frozen() -> None:

@@ -16,6 +16,7 @@ from trainers.residual.depth_attention import (
     mix,
 )
 from trainers.residual.depth_buffer import BufferedSources
+from trainers.residual.depth_mixing import DepthMixer, PlainSources
 
 # Sites per phase-1 group. Any value computes the same function; with the buffered path 8 and 12
 # tied for fastest among 4, 8, 12, 16, 24 at 32 blocks on a CPU.
@@ -38,17 +39,31 @@ class AttnResSite(nn.Module):
 
 class AttnResStream(Stream):
     """Owns every site's parameters; starts the sources with the embedding; the output site
-    (the last row) mixes all sources before the final norm."""
+    (the last row) mixes all sources before the final norm.
 
-    def __init__(self, cfg: ModelConfig) -> None:
+    With the paper's design (every ``attnres_*`` switch at its default) the sites are
+    ``SiteParameters`` and the sources the fast two-phase path; a Table 4 switch gives a
+    ``DepthMixer`` and the plain path (``depth_mixing``), the same function at the defaults."""
+
+    def __init__(
+        self, cfg: ModelConfig, schedule: Schedule | None = None, capacity: int = 0
+    ) -> None:
         super().__init__()
         self.eps = cfg.norm_eps
         self.out_index = cfg.n_sublayers
-        self.sites = SiteParameters(cfg.n_sublayers + 1, cfg.d_model)
-        self.schedule = Schedule.every(GROUP_SIZE, cfg.n_sublayers + 1)
-        self.capacity = cfg.n_sublayers + 1  # the embedding and every sublayer output
+        n_sites = cfg.n_sublayers + 1
+        self.schedule = schedule or Schedule.every(GROUP_SIZE, n_sites)
+        # The sources one forward stores: the embedding and every sublayer output (Full AttnRes).
+        self.capacity = capacity or n_sites
+        self.sites: SiteParameters | DepthMixer = (
+            DepthMixer(cfg, n_sites, self.capacity)
+            if cfg.attnres_switched
+            else SiteParameters(n_sites, cfg.d_model)
+        )
 
     def new_sources(self) -> Sources:
+        if isinstance(self.sites, DepthMixer):
+            return PlainSources(self.sites)
         queries = self.sites.folded()
         if torch.compiler.is_compiling():  # the hand-written backward is opaque to the tracer
             return StackedSources(self.eps, queries, self.schedule)

@@ -65,11 +65,12 @@ class BlockAttnResSite(AttnResSite):
 
 class BlockAttnResStream(AttnResStream):
     def __init__(self, cfg: ModelConfig) -> None:
-        super().__init__(cfg)
         starts = block_starts(cfg.n_sublayers, cfg.attnres_blocks)
         # Phase 1 covers one block's sites: the summaries change only when a block opens.
-        self.schedule = Schedule(tuple(sorted({0, *starts})), cfg.n_sublayers + 1)
-        self.capacity = cfg.attnres_blocks + 1  # the embedding and every block's summary
+        schedule = Schedule(tuple(sorted({0, *starts})), cfg.n_sublayers + 1)
+        # The embedding and every block's summary; a site mixes at most that many sources (the
+        # summaries before its block and its partial sum, or, at the output, all of them).
+        super().__init__(cfg, schedule, capacity=cfg.attnres_blocks + 1)
 
     def begin(self, emb: Tensor) -> BlockState:  # type: ignore[override]
         return BlockState(super().begin(emb))

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import ClassVar, Protocol
 
 import torch
 import torch.nn.functional as F
@@ -37,7 +37,11 @@ Weights = Callable[[], Tensor]  # a site's weights over its sources, (B, T, S), 
 
 
 class Sources(Protocol):
-    """What both implementations offer the wirings."""
+    """What both implementations (and ``depth_mixing.PlainSources``) offer the wirings; ``kind``
+    names the weights for the mixing probe."""
+
+    @property
+    def kind(self) -> str: ...
 
     def append(self, y: Tensor) -> None: ...
 
@@ -107,6 +111,7 @@ class StackedSources:
     batches cleanly; new values wait in a short list and join the stack at the next group start
     (restacking all of them at every site would copy O(L^2) tensors)."""
 
+    kind: ClassVar[str] = "depth"
     eps: float
     queries: Tensor  # (n_sites, d), gains folded in
     schedule: Schedule
@@ -163,5 +168,5 @@ def mix(sources: Sources, site: int, extra: Tensor | None = None) -> Tensor:
     """Site ``site``'s input from either implementation, its weights reported to an open
     mixing probe (computed only then)."""
     x, weights = sources.mix(site, extra)
-    probe.report("depth", site, weights)
+    probe.report(sources.kind, site, weights)
     return x

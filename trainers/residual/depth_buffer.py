@@ -329,6 +329,8 @@ class BufferedSources:
     """``StackedSources``'s interface and function over a ``Store``; ``capacity`` is the number
     of sources one forward appends."""
 
+    kind = "depth"
+
     def __init__(self, eps: float, queries: Tensor, schedule: Schedule, capacity: int) -> None:
         self.eps, self.queries, self.schedule, self.capacity = eps, queries, schedule, capacity
         self.store: Store | None = None

@@ -1,0 +1,270 @@
+"""AttnRes's depth mixing with the paper's design switches (Kimi Team 2026, arXiv 2603.15031,
+section 5.3, Table 4), computed directly: the plain path.
+
+At site j, over the sources v_0..v_{S-1} it may read (all, or the embedding plus the W newest:
+``attnres_window``), in each of H channel groups h (``attnres_heads``)::
+
+    l_{j,h,i} = score_j(h, v_i)          (QUERIES[attnres_query], keys from KEY_NORMS)
+    a_{j,h,.} = gate(l_{j,h,.})          (GATES[attnres_gate])
+    x_j[h]    = sum_i a_{j,h,i} v_i[h]   (v_i[h]: the d/H channels of group h)
+
+With every switch at its default this is exactly ``depth_attention``'s function, which the
+buffered two-phase path computes without restacking; the model takes this path only when a switch
+is set (``AttnResStream``). It is plain autograd: every source is stacked at every site, O(S)
+copies per site, about the buffered path's speed at the depths a CPU trains (docs/variants.md).
+
+Each switch is one small strategy chosen in ``DepthMixer.__init__``; the choices the paper
+leaves open are documented where they are made (and in docs/variants.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+from torch import Tensor, nn
+
+from trainers.config import ModelConfig
+from trainers.registry import Registry
+from trainers.residual.depth_attention import Weights, unit_rms
+
+# ---- keys (attnres_key_norm) ------------------------------------------------------------------
+# A key enters the logits only through k_i . q, so a key norm is two cheap pieces: a factor per
+# source, computed once when the source is created (``scale``), and a per-site change of the
+# query (``fold``): RMSNorm_g(v) . q = (v . (g * q)) / rms(v).
+
+
+class RMSKeys(nn.Module):
+    """k_i = RMSNorm_{g_j}(v_i) = g_j * v_i / rms(v_i): one gain vector per site, one at init (the
+    paper's key norm)."""
+
+    no_weight_decay = ("key_norm_weights",)
+
+    def __init__(self, n_sites: int, d: int, eps: float) -> None:
+        super().__init__()
+        self.eps = eps
+        self.key_norm_weights = nn.Parameter(torch.ones(n_sites, d))
+
+    def scale(self, y: Tensor) -> Tensor | None:  # (B, T, d) -> (B, T): 1 / rms, as F.rms_norm
+        y = y.to(torch.promote_types(y.dtype, torch.float32))  # at least float32 under autocast
+        return torch.rsqrt(y.square().mean(-1) + self.eps)
+
+    def fold(self, site: int, q: Tensor) -> Tensor:  # (..., d)
+        return q * self.key_norm_weights[site]
+
+
+class RawKeys(nn.Module):
+    """k_i = v_i: Table 4's "without key RMSNorm"; no parameters."""
+
+    def __init__(self, n_sites: int, d: int, eps: float) -> None:
+        super().__init__()
+
+    def scale(self, y: Tensor) -> Tensor | None:
+        return None
+
+    def fold(self, site: int, q: Tensor) -> Tensor:
+        return q
+
+
+Keys = RMSKeys | RawKeys
+KEY_NORMS: Registry[type[Keys]] = Registry("model.attnres_key_norm")
+KEY_NORMS.register("rmsnorm")(RMSKeys)
+KEY_NORMS.register("none")(RawKeys)
+
+# ---- scores (attnres_query) -------------------------------------------------------------------
+# (site, stacked sources (B, T, S, d), their key scales (B, T, S) or None) -> logits (B, T, H, S)
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What a score needs to size its parameters."""
+
+    n_sites: int
+    n_sources: int  # the most sources any site mixes
+    d: int
+    heads: int
+    eps: float
+    key_norm: str
+
+
+def _scaled(logits: Tensor, scales: Tensor | None) -> Tensor:
+    """Logits (B, T, H, S) of the raw sources times each source's key scale."""
+    return logits if scales is None else logits * scales[..., None, :]
+
+
+class StaticQuery(nn.Module):
+    """l_{j,h,i} = w_{j,h} . k_i: a learned query per site and group, zero at init (the paper's
+    pseudo-query). Each group's query spans all d channels of the key, so groups with equal
+    queries have equal weights: H groups with one query each is the single-head model."""
+
+    no_weight_decay = ("queries",)
+
+    def __init__(self, shape: Shape) -> None:
+        super().__init__()
+        self.heads = shape.heads
+        self.queries = nn.Parameter(torch.zeros(shape.n_sites, shape.heads * shape.d))
+        self.keys = KEY_NORMS.get(shape.key_norm)(shape.n_sites, shape.d, shape.eps)
+
+    def forward(self, site: int, values: Tensor, scales: Tensor | None) -> Tensor:
+        q = self.keys.fold(site, self.queries[site].view(self.heads, -1))  # (H, d)
+        return _scaled((values @ q.T).transpose(-1, -2), scales)
+
+
+class InputQuery(nn.Module):
+    """l_{j,h,i} = (P_j RMS(v_newest))_h . k_i: the query is a d x d projection (H*d x d with
+    groups) of the newest source, parameter-free RMS-normalized; zero at init, so the first
+    weights are uniform as with static queries. The newest source is the previous sublayer's
+    output (Block AttnRes: the block's partial sum, or the last block's summary at a block's first
+    sublayer): the freshest state the site can read. Table 4's "input-dependent query"."""
+
+    no_weight_decay = ("query_proj",)
+
+    def __init__(self, shape: Shape) -> None:
+        super().__init__()
+        self.heads, self.eps = shape.heads, shape.eps
+        self.query_proj = nn.Parameter(torch.zeros(shape.n_sites, shape.heads * shape.d, shape.d))
+        self.keys = KEY_NORMS.get(shape.key_norm)(shape.n_sites, shape.d, shape.eps)
+
+    def forward(self, site: int, values: Tensor, scales: Tensor | None) -> Tensor:
+        state = unit_rms(values[..., -1, :], self.eps)  # (B, T, d)
+        q = (state @ self.query_proj[site].T).unflatten(-1, (self.heads, -1))  # (B, T, H, d)
+        return _scaled(self.keys.fold(site, q) @ values.transpose(-1, -2), scales)
+
+
+class ScalarLogits(nn.Module):
+    """l_{j,h,i} = s_{j,h,i}: a learned logit per site, group and source position, zero at init;
+    no query, no key, so the mixing does not depend on the input. The logits go through the gate
+    like any others (softmax: a learned convex combination). Table 4's "input-independent
+    mixing"."""
+
+    no_weight_decay = ("source_logits",)
+
+    def __init__(self, shape: Shape) -> None:
+        super().__init__()
+        self.keys = RawKeys(shape.n_sites, shape.d, shape.eps)  # no keys: nothing to scale
+        self.source_logits = nn.Parameter(torch.zeros(shape.n_sites, shape.heads, shape.n_sources))
+
+    def forward(self, site: int, values: Tensor, scales: Tensor | None) -> Tensor:
+        return self.source_logits[site, :, : values.shape[-2]]  # (H, S), broadcast over tokens
+
+
+Score = StaticQuery | InputQuery | ScalarLogits
+QUERIES: Registry[Callable[[Shape], Score]] = Registry("model.attnres_query")
+QUERIES.register("static")(StaticQuery)
+QUERIES.register("input")(InputQuery)
+QUERIES.register("scalar")(ScalarLogits)
+
+# ---- gates (attnres_gate): logits (B, T, H, S) and the window's mask -> weights ---------------
+
+
+class Gate:
+    """Turns logits into depth weights; ``keep`` (S,) masks the sources outside the window.
+    ``probe_kind`` is how the diagnostics read the weights ("depth": they sum to one)."""
+
+    probe_kind = "depth"
+
+    def __call__(self, logits: Tensor, keep: Tensor | None) -> Tensor:
+        raise NotImplementedError
+
+
+class Softmax(Gate):
+    """a_i = exp(l_i) / sum_t exp(l_t): the paper's gate."""
+
+    def __call__(self, logits: Tensor, keep: Tensor | None) -> Tensor:
+        if keep is not None:
+            logits = logits.masked_fill(~keep, float("-inf"))
+        return logits.softmax(-1)
+
+
+class Sigmoid(Gate):
+    """a_i = sigmoid(l_i), each source on its own, not renormalized (weights need not sum to one;
+    zero queries give every source 1/2). Renormalizing would be a softmax over log-sigmoids, which
+    keeps the competition Table 4's row takes away. One line to change: divide by the sum."""
+
+    probe_kind = "dwa"  # free weights: the diagnostics skip entropy and embedding mass
+
+    def __call__(self, logits: Tensor, keep: Tensor | None) -> Tensor:
+        weights = torch.sigmoid(logits)
+        return weights if keep is None else weights * keep
+
+
+GATES: Registry[Gate] = Registry("model.attnres_gate")
+GATES.register("softmax")(Softmax())
+GATES.register("sigmoid")(Sigmoid())
+
+
+def window_mask(n_sources: int, window: int, device: torch.device) -> Tensor | None:
+    """(S,) True for the sources a site reads: the embedding (position 0) and the ``window``
+    newest; None when that is all of them (window 0 means no window)."""
+    if window == 0 or n_sources <= window + 1:
+        return None
+    keep = torch.zeros(n_sources, dtype=torch.bool, device=device)
+    keep[0] = True
+    keep[-window:] = True
+    return keep
+
+
+# ---- the mixer --------------------------------------------------------------------------------
+
+
+class DepthMixer(nn.Module):
+    """Every site's depth mixing under the configured switches: holds the parameters (one
+    score module for all sites) and computes one site's input from its sources."""
+
+    def __init__(self, cfg: ModelConfig, n_sites: int, n_sources: int) -> None:
+        super().__init__()
+        shape = Shape(
+            n_sites, n_sources, cfg.d_model, cfg.attnres_heads, cfg.norm_eps, cfg.attnres_key_norm
+        )
+        self.score: Score = QUERIES.get(cfg.attnres_query)(shape)
+        self.gate = GATES.get(cfg.attnres_gate)
+        self.heads, self.window = cfg.attnres_heads, cfg.attnres_window
+
+    def key_scale(self, y: Tensor) -> Tensor | None:
+        """What a new source's key needs, computed once: (B, T), or None for raw keys."""
+        return self.score.keys.scale(y)
+
+    def forward(
+        self, site: int, sources: list[Tensor], scales: list[Tensor | None] | None = None
+    ) -> tuple[Tensor, Tensor]:
+        """Site ``site``'s input (B, T, d) and its weights (B, T, H, S) over ``sources``, whose
+        key scales are ``scales`` (``key_scale`` of each; computed here when not given)."""
+        if scales is None:
+            scales = [self.key_scale(y) for y in sources]
+        values = torch.stack(sources, dim=-2)  # (B, T, S, d)
+        present = [s for s in scales if s is not None]  # all or none: one key norm
+        stacked = torch.stack(present, dim=-1) if present else None  # (B, T, S)
+        keep = window_mask(len(sources), self.window, values.device)
+        weights = self.gate(self.score(site, values, stacked), keep)  # (B, T, H, S)
+        grouped = values.unflatten(-1, (self.heads, -1))  # (B, T, S, H, d/H)
+        x = torch.einsum("...hs,...she->...he", weights.to(values.dtype), grouped)
+        return x.flatten(-2), weights
+
+
+@dataclass
+class PlainSources:
+    """The ``Sources`` interface over lists: each source's key scale is computed when it
+    arrives, and each mix stacks what it reads."""
+
+    mixer: DepthMixer
+    values: list[Tensor] = field(default_factory=list)
+    scales: list[Tensor | None] = field(default_factory=list)
+
+    @property
+    def kind(self) -> str:
+        return self.mixer.gate.probe_kind
+
+    def append(self, y: Tensor) -> None:
+        self.values.append(y)
+        self.scales.append(self.mixer.key_scale(y))
+
+    def sources(self) -> list[Tensor]:
+        return list(self.values)
+
+    def mix(self, site: int, extra: Tensor | None = None) -> tuple[Tensor, Weights]:
+        values, scales = self.values, self.scales
+        if extra is not None:
+            values, scales = [*values, extra], [*scales, self.mixer.key_scale(extra)]
+        x, weights = self.mixer(site, values, scales)
+        return x, lambda: weights.mean(-2)  # the probe reads one weight per source
