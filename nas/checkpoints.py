@@ -1,15 +1,18 @@
 """Trial checkpoints on the sweep's storage, found by trial key.
 
-Each invocation of ``nas sweep`` runs its own Tune experiment (``<storage>/<sweep>/tune-NNNN``)
-over the trials still to run, so a trial interrupted in one invocation resumes in a later one
-from the newest checkpoint any invocation wrote for its key. Every checkpoint folder holds the
+Each invocation of ``nas sweep`` runs its own Tune experiment
+(``<storage>/<sweep>/tune-NNNN-<tag>``) over the trials still to run, so a trial interrupted in
+one invocation resumes in a later one from the newest checkpoint any invocation wrote for its
+key. Every checkpoint folder holds the
 Lightning checkpoint and a small JSON naming the key and step; a folder a kill left half-copied
 lacks one or the other and is passed over.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import secrets
 import shutil
 from pathlib import Path
 
@@ -51,9 +54,16 @@ def latest_checkpoints(sweep_dir: Path, per_key: int = 3) -> dict[str, list[Path
 
 
 def next_experiment(sweep_dir: Path) -> str:
-    """The folder name of this invocation's Tune experiment: one past the highest there."""
-    numbers = [int(p.name.removeprefix("tune-")) for p in sweep_dir.glob("tune-[0-9]*")]
-    return f"tune-{max(numbers, default=0) + 1:04d}"
+    """The folder name of this invocation's Tune experiment: one past the highest number there,
+    and a random tag. Tune stages every experiment's files in the Ray session's folder under
+    the experiment's name and start time (to the second), and syncs that folder to the storage
+    path: two sweeps starting together on one cluster with the same name would each receive the
+    other's trial folders, checkpoints included (the tag keeps them apart)."""
+    numbers = []
+    for p in sweep_dir.glob("tune-[0-9]*"):
+        with contextlib.suppress(ValueError):
+            numbers.append(int(p.name.removeprefix("tune-").split("-")[0]))
+    return f"tune-{max(numbers, default=0) + 1:04d}-{secrets.token_hex(4)}"
 
 
 def prune(sweep_dir: Path, keep: set[Path]) -> None:

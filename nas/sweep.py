@@ -7,9 +7,9 @@ with what the record already holds (extend it, or refuse a change before anythin
 the MLflow record in the driver; start or join Ray; run this invocation's Tune experiment over
 the trials still to run; close the record and print the summary, read from the record.
 
-Each invocation runs a Tune experiment of its own (``<storage>/<sweep>/tune-NNNN``); the record
-in MLflow, not Tune's state, says which trials are settled, and a trial interrupted in one
-invocation resumes in the next from the newest checkpoint of its key.
+Each invocation runs a Tune experiment of its own (``<storage>/<sweep>/tune-NNNN-<tag>``); the
+record in MLflow, not Tune's state, says which trials are settled, and a trial interrupted in
+one invocation resumes in the next from the newest checkpoint of its key.
 """
 
 from __future__ import annotations

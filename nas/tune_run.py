@@ -10,6 +10,7 @@ import signal
 from typing import Any
 
 from nas.checkpoints import next_experiment
+from nas.outbox import OUTAGE_ENV
 from nas.spec import TrialSpec
 from nas.sweep_plan import Plan, SweepOptions
 from nas.tracking import SECRET_URI_ENV, RecordedTrial, resolve_tracking_uri
@@ -132,6 +133,10 @@ def _quiet_ray(verbose: bool) -> None:
     )
 
 
+FORWARDED = frozenset({OUTAGE_ENV, "MLFLOW_DISABLE_TELEMETRY"})
+HTTP_ENV = "MLFLOW_HTTP_REQUEST_"  # MLflow's client retries and time-outs
+
+
 def start_ray(opts: SweepOptions) -> None:
     _quiet_ray(opts.verbose)
     import ray
@@ -140,10 +145,14 @@ def start_ray(opts: SweepOptions) -> None:
     uri = resolve_tracking_uri(opts.tracking_uri)
     secret = {SECRET_URI_ENV: uri} if redact(uri) != uri else {}
     os.environ.update(secret)  # the driver's own callbacks write with the shareable record too
+    # A cluster's workers inherit their raylet's environment, not the driver's: what the
+    # driver's environment says about talking to the store travels with the job.
+    forwarded = {k: v for k, v in os.environ.items() if k in FORWARDED or k.startswith(HTTP_ENV)}
+    env_vars = {**forwarded, **secret}
     ray.init(
         address=address,
         # a password in the tracking URI reaches the workers here, never through a pickle
-        runtime_env={"env_vars": secret} if secret else None,
+        runtime_env={"env_vars": env_vars} if env_vars else None,
         include_dashboard=False,
         log_to_driver=opts.verbose,
         configure_logging=True,

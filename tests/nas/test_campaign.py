@@ -140,7 +140,7 @@ def test_extend_by_seeds_and_arms_refuse_a_changed_plan_and_restart(tmp_path: Pa
 
     restart = _sweep(tmp_path, str(space), "--name", "camp", "--restart")
     assert restart.returncode == 0, restart.stderr[-3000:]
-    assert list(tmp_path.glob("ray/camp.archived-*/tune-0001"))
+    assert list(tmp_path.glob("ray/camp.archived-*/tune-0001-*"))
     parents, trials, client = _trials(tmp_path, "camp")
     old = [p for p in parents if p.data.tags.get(Tag.SUPERSEDED) == "true"]
     new = [p for p in parents if p.data.tags.get(Tag.SUPERSEDED) != "true"]
@@ -253,10 +253,10 @@ base: {model.d_model: 32, model.n_heads: 2, model.n_layers: 2, model.seq_len: 64
 
 def _worker_pids(ray_tmp: str) -> list[int]:
     """The trial workers (Ray renames them ``ray::ImplicitFunc.train``) of this test's Ray."""
-    from tests.nas.test_cluster import _pids_naming
+    from tests.ray_cluster import pids_naming
 
     out = []
-    for pid in _pids_naming(ray_tmp):
+    for pid in pids_naming(ray_tmp):
         try:
             cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
         except OSError:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -108,7 +109,11 @@ def test_newest_loadable_checkpoint_is_found_by_key(tmp_path: Path) -> None:
     other = ckpt("tune-0001", "t_b", 0, "b", 25)
     found = latest_checkpoints(tmp_path)
     assert found == {"a": [new, old], "b": [other]}
-    assert next_experiment(tmp_path) == "tune-0003"
+    following = next_experiment(tmp_path)  # numbered past both, old (untagged) names too
+    assert re.fullmatch(r"tune-0003-[0-9a-f]{8}", following)
+    (tmp_path / following).mkdir()
+    assert next_experiment(tmp_path).startswith("tune-0004-")
+    assert next_experiment(tmp_path) != next_experiment(tmp_path)  # two drivers never share one
     assert json.loads((new.parent / "nas-checkpoint.json").read_text()) == {"key": "a", "step": 50}
 
 

@@ -1,4 +1,5 @@
-"""Real sweeps: a local Ray, a real MLflow SQLite store, Lightning trials on the smoke space."""
+"""Real sweeps: Ray (the session's shared cluster, or a local one of their own where a test kills
+processes or needs its own), a real MLflow SQLite store, Lightning trials on the smoke space."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.ray_cluster import shared_env
 from trainers.config_io import build_config
 
 TINY_SEARCH = """\
@@ -31,7 +33,8 @@ trials: 3
 
 
 def _sweep(tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"}
+    """``nas sweep ARGS`` on the session's shared Ray cluster, recorded in ``tmp``."""
+    env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true", **shared_env()}
     storage = [] if "--storage-path" in args else ["--storage-path", str(tmp / "ray")]
     return subprocess.run(
         [
@@ -189,7 +192,7 @@ def test_multi_objective_search_reports_infeasible_proposals_at_once(tmp_path: P
     children = [r for r in runs if r.data.tags.get("nas.role") == "trial"]
     points = {(c.data.params["model.n_layers"], c.data.params["model.n_heads"]) for c in children}
     assert len(points) == len(children) <= 6
-    proposals = list((tmp_path / "ray" / "pareto").glob("tune-0001/*/params.json"))
+    proposals = list((tmp_path / "ray" / "pareto").glob("tune-0001-*/*/params.json"))
     assert len(proposals) == 6
     distinct = {tuple(sorted(json.loads(p.read_text()).items())) for p in proposals}
     assert len(distinct) == len(children)
@@ -373,6 +376,6 @@ def test_killed_driver_resumes_without_losing_or_duplicating_runs(tmp_path: Path
 
 def _kill_processes_naming(text: str) -> None:
     """SIGKILL every process whose command line contains ``text``, and their descendants."""
-    from tests.nas.test_cluster import _pids_naming, _stop
+    from tests.ray_cluster import pids_naming, stop
 
-    _stop(_pids_naming(text))
+    stop(pids_naming(text))
