@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.postgres import postgres_db
+from tests.ray_cluster import stop_shared
 from tests.tracking_server import pg_server
 
 __all__ = ["pg_server", "postgres_db"]
@@ -35,6 +36,11 @@ SLOW_MODULES = frozenset(
         "reports/test_report.py",
     )
 )
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Stop the Ray cluster the session's sweeps shared, if one was started."""
+    stop_shared()
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -8,12 +8,9 @@ processes whose command line names its temp folders, by process id."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import secrets
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -26,61 +23,7 @@ import pytest
 
 from nas.tracking_server import TrackingServer
 from reports.schema import PROFILE_FOLDER, Metric, Status, Tag
-
-BIN = Path(sys.executable).parent
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _pids_naming(text: str) -> list[int]:
-    """Processes whose command line or environment contains ``text`` (our temp folder), and
-    their descendants (the raylet's workers and agents rename themselves ``ray::...``, and are
-    orphaned when a driver is killed); this one excluded."""
-    named, parent = set(), {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            cmdline = (entry / "cmdline").read_bytes() + (entry / "environ").read_bytes()
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        parent[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
-        if text.encode() in cmdline:  # in its arguments or its environment
-            named.add(int(entry.name))
-    found = set(named)
-    while True:
-        more = {pid for pid, ppid in parent.items() if ppid in found} - found
-        if not more:
-            return sorted(found)
-        found |= more
-
-
-def _stop(pids: list[int]) -> None:
-    for pid in pids:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-
-
-def _node_args(name: str, root: Path) -> list[str]:
-    """Own ports and temp folder for one node: two raylets on one machine must not share the
-    fixed default ports (the dashboard agent's 52365 among them)."""
-    return [
-        f"--temp-dir={root / name}",
-        f"--node-manager-port={_free_port()}",
-        f"--object-manager-port={_free_port()}",
-        f"--dashboard-agent-listen-port={_free_port()}",
-        f"--dashboard-agent-grpc-port={_free_port()}",
-        f"--metrics-export-port={_free_port()}",
-        f"--runtime-env-agent-port={_free_port()}",
-        "--num-cpus=1",
-        "--num-gpus=0",
-        "--disable-usage-stats",
-    ]
+from tests.ray_cluster import BIN, free_port, node_args, pids_naming, stop
 
 
 @pytest.fixture
@@ -97,7 +40,7 @@ def cluster(
         "RAY_AUTH_TOKEN": secrets.token_hex(32),
         "MLFLOW_DISABLE_TELEMETRY": "true",
     }
-    port = _free_port()
+    port = free_port()
     address = f"127.0.0.1:{port}"
     try:
         head = [
@@ -107,7 +50,7 @@ def cluster(
             "--node-ip-address=127.0.0.1",
             f"--port={port}",
             "--include-dashboard=false",
-            *_node_args("head", root),
+            *node_args("head", root),
         ]
         subprocess.run(head, env=env, check=True, capture_output=True, timeout=180)
         worker = [
@@ -115,12 +58,12 @@ def cluster(
             "start",
             f"--address={address}",
             "--node-ip-address=127.0.0.1",
-            *_node_args("worker", root),
+            *node_args("worker", root),
         ]
         subprocess.run(worker, env=env, check=True, capture_output=True, timeout=180)
         yield address, pg_server.url, env, root / "worker"
     finally:
-        _stop(_pids_naming(str(root)))
+        stop(pids_naming(str(root)))
         shutil.rmtree(root, ignore_errors=True)
 
 
@@ -173,7 +116,7 @@ def test_a_sweep_spreads_over_both_nodes_and_survives_losing_one(
             time.sleep(0.5)
         nodes = {r.info.run_id: r.data.tags[Tag.NODE] for r in trials}
         assert len(set(nodes.values())) == 2  # one trial on each node
-        _stop(_pids_naming(str(worker_root)))
+        stop(pids_naming(str(worker_root)))
         assert proc.wait(timeout=600) == 0, (tmp_path / "out.txt").read_text()[-3000:]
     finally:
         if proc.poll() is None:

@@ -16,31 +16,55 @@ from typing import Any
 from nas.outbox import JOURNAL_FOLDER, OUTAGE_ENV
 from nas.tracking_server import TrackingServer
 from reports.schema import RUN_STATUS, Metric, Status, Tag
+from tests.ray_cluster import shared_env
 
-MAX_STEPS, VAL_EVERY = 160, 40
+# (max_steps, val_every). Long enough that both trials of the two-driver test are still training
+# when the server goes, whatever the skew between their starts (a step is 10-100 ms here); the
+# one-driver test needs only a checkpoint before the kill.
+TWO_DRIVERS, ONE_DRIVER = (1600, 400), (400, 100)
 # The outage; CI runs 20 s. ``NAS_TEST_OUTAGE_S=150`` measures a longer one by hand (the figure
 # in the README); the tolerance of ``alpha`` (300 s by default) must exceed it.
 OUTAGE_S = float(os.environ.get("NAS_TEST_OUTAGE_S", "20"))
-SPACE = f"""\
-description: trials logging every step, long enough to train through a tracking outage
+
+
+def _space(max_steps: int, val_every: int) -> str:
+    return f"""\
+description: a trial logging every step, long enough to train through a tracking outage
 base: {{model.d_model: 32, model.n_heads: 2, model.n_layers: 2, model.seq_len: 64,
-       train.batch_size: 4, train.max_steps: {MAX_STEPS}, train.val_every: {VAL_EVERY},
+       train.batch_size: 4, train.max_steps: {max_steps}, train.val_every: {val_every},
        train.val_batches: 2, train.log_every: 1, train.warmup_steps: 2,
        train.diagnostics_batch: 2, data.max_bytes: 1000000}}
 arms: {{standard: {{model.residual: standard}}}}
 """
 
 
-def _start(tmp: Path, name: str, url: str, env: dict[str, str]) -> subprocess.Popen[str]:
-    (tmp / "space.yaml").write_text(SPACE)
-    cmd = [sys.executable, "-m", "nas.cli", "sweep", str(tmp / "space.yaml"), "--name", name,
-           "--tracking-uri", url, "--storage-path", str(tmp / "ray" )]  # fmt: skip
+def _start(
+    tmp: Path, name: str, url: str, env: dict[str, str], steps: tuple[int, int]
+) -> subprocess.Popen[str]:
+    (tmp / "space.yaml").write_text(_space(*steps))
+    cmd = [
+        sys.executable,
+        "-m",
+        "nas.cli",
+        "sweep",
+        str(tmp / "space.yaml"),
+        "--name",
+        name,
+        "--tracking-uri",
+        url,
+        "--storage-path",
+        str(tmp / "ray"),
+        "--cpus-per-trial",
+        "1",
+    ]  # one CPU each: two drivers share the cluster's two
     log = (tmp / f"{name}.txt").open("a")  # a second run of the same command adds to it
     return subprocess.Popen(cmd, cwd=tmp, stdout=log, stderr=subprocess.STDOUT, text=True, env=env)
 
 
 def _env(**extra: str) -> dict[str, str]:
-    return {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true", **extra}
+    """The sweep's environment: the session's shared Ray cluster, whose workers get ``extra``
+    through the job's runtime environment (``nas.tune_run.start_ray`` forwards them)."""
+    return {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true", **shared_env(), **extra}
 
 
 def _wait_for_line(path: Path, text: str, proc: subprocess.Popen[str]) -> None:
@@ -65,17 +89,17 @@ def _steps(client: Any, run: Any, metric: str) -> list[int]:
     return sorted(m.step for m in client.get_metric_history(run.info.run_id, metric))
 
 
-def _check_complete(client: Any, trials: list[Any]) -> None:
+def _check_complete(client: Any, trials: list[Any], steps: tuple[int, int]) -> None:
     """One finished run per trial; every training step and validation exactly once."""
     assert len({r.data.tags[Tag.TRIAL_KEY] for r in trials}) == len(trials)
     for r in trials:
         assert r.info.status == RUN_STATUS[Status.FINISHED], r.data.tags
         assert r.data.tags[Tag.STATUS] == Status.FINISHED.value
         train = _steps(client, r, Metric.TRAIN_LOSS)
-        assert train == list(range(train[0], MAX_STEPS)), train  # contiguous, none twice
+        assert train == list(range(train[0], steps[0])), train  # contiguous, none twice
         assert train[0] <= 1
         val = _steps(client, r, Metric.VAL_LOSS)
-        assert val == list(range(VAL_EVERY - 1, MAX_STEPS, VAL_EVERY)), val
+        assert val == list(range(steps[1] - 1, steps[0], steps[1])), val
 
 
 def test_two_sweeps_through_a_tracking_server_restart(
@@ -96,9 +120,9 @@ def test_two_sweeps_through_a_tracking_server_restart(
     procs = {}
     for name, extra in tolerance.items():
         (tmp_path / name).mkdir()
-        procs[name] = _start(tmp_path / name, name, pg_server.url, _env(**extra))
+        procs[name] = _start(tmp_path / name, name, pg_server.url, _env(**extra), TWO_DRIVERS)
     for name, proc in procs.items():
-        _wait_for_line(tmp_path / name / f"{name}.txt", " step 40 ", proc)
+        _wait_for_line(tmp_path / name / f"{name}.txt", f" step {TWO_DRIVERS[1]} ", proc)
     pg_server.kill()
     down = time.time()
     time.sleep(OUTAGE_S)
@@ -110,7 +134,7 @@ def test_two_sweeps_through_a_tracking_server_restart(
     for name in procs:
         client, trials = _trials(pg_server.url, name)
         assert len(trials) == 1
-        _check_complete(client, trials)
+        _check_complete(client, trials, TWO_DRIVERS)
         run_ids |= {r.info.run_id for r in trials}
         assert not (tmp_path / name / "ray" / name / JOURNAL_FOLDER).exists()  # all sent
     assert len(run_ids) == 2
@@ -135,8 +159,8 @@ def test_a_store_gone_for_good_ends_the_driver_in_one_line_and_the_same_command_
     exits 69 with one line naming the store. Started again, the same command resumes: the
     journal's steps the store lacks are sent, the trial finishes, every step once."""
     env = _env(**{OUTAGE_ENV: "2", "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0"})
-    proc = _start(tmp_path, "delta", pg_server.url, env)
-    _wait_for_line(tmp_path / "delta.txt", " step 40 ", proc)
+    proc = _start(tmp_path, "delta", pg_server.url, env, ONE_DRIVER)
+    _wait_for_line(tmp_path / "delta.txt", f" step {ONE_DRIVER[1]} ", proc)
     pg_server.kill()
     assert proc.wait(timeout=600) == 69, (tmp_path / "delta.txt").read_text()[-3000:]
     out = (tmp_path / "delta.txt").read_text()
@@ -147,8 +171,8 @@ def test_a_store_gone_for_good_ends_the_driver_in_one_line_and_the_same_command_
     assert "Traceback (most recent call last)" not in out.split(lines[0])[1]
     assert list((tmp_path / "ray" / "delta" / JOURNAL_FOLDER).glob("*.jsonl"))
     pg_server.start()
-    again = _start(tmp_path, "delta", pg_server.url, _env())
+    again = _start(tmp_path, "delta", pg_server.url, _env(), ONE_DRIVER)
     assert again.wait(timeout=600) == 0, (tmp_path / "delta.txt").read_text()[-3000:]
     client, trials = _trials(pg_server.url, "delta")
     assert len(trials) == 1
-    _check_complete(client, trials)
+    _check_complete(client, trials, ONE_DRIVER)
