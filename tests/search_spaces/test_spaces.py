@@ -127,7 +127,7 @@ def test_published_rows_match_one_switch_and_old_records() -> None:
     from reports.published import ATTNRES_DEFAULTS, published_for
     from trainers.config import ATTNRES_SWITCHES, flatten
 
-    assert ATTNRES_DEFAULTS == {f"model.{k}": str(v) for k, v in ATTNRES_SWITCHES.items()}
+    assert {f"model.{k}": str(v) for k, v in ATTNRES_SWITCHES.items()} == ATTNRES_DEFAULTS
     assert set(ATTNRES_DEFAULTS) <= set(WIRING_KEYS)
     full = {"model.residual": "attnres"}
     assert published_for(full).label == "AttnRes Full"  # type: ignore[union-attr]
