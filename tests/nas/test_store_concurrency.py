@@ -1,9 +1,10 @@
 """Eight trials starting at the same moment on a brand-new tracking store, SQLite and
 PostgreSQL: no "database is locked", no migration race, eight runs.
 
-Eight worker processes (spawn, as Ray starts them) are started once for the module with what
-opening a store imports already imported, so each test's race is on the store, not on imports; a barrier releases them together
-and each opens the store for the first time and does what a trial does through ``nas.tracking``:
+Eight worker processes are started once for the module with what opening a store imports
+already imported (forked from a server process that imported it: spawning eight fresh
+interpreters to import MLflow cost 12 s), so each test's race is on the store, not on imports;
+a barrier releases them together and each opens the store for the first time and does what a trial does through ``nas.tracking``:
 ``TrialRun``, ``log_metrics`` for every step, ``end``. Two races:
 
 - no driver: the store does not exist yet (no SQLite file; a PostgreSQL database with no
@@ -84,6 +85,9 @@ def _trial(job: Job, index: int) -> str:
     return run.run_id
 
 
+PRELOAD = ["alembic.command", "mlflow.store.tracking.sqlalchemy_store", "mlflow.tracking"]
+
+
 def _worker(index: int, barrier: Any, inbox: Any, outbox: Any) -> None:
     # What opening a SQL store imports, imported before any race: the race is on the store.
     import alembic.command  # noqa: F401
@@ -103,11 +107,12 @@ def _worker(index: int, barrier: Any, inbox: Any, outbox: Any) -> None:
 
 
 class Workers:
-    """Eight spawned processes, each running every job it is given once the barrier lets all
-    eight go."""
+    """Eight processes, each running every job it is given once the barrier lets all eight go.
+    Forked from a fresh server process (not from pytest's) with MLflow's store imported."""
 
     def __init__(self) -> None:
-        ctx = multiprocessing.get_context("spawn")
+        ctx = multiprocessing.get_context("forkserver")
+        ctx.set_forkserver_preload(PRELOAD)
         self.barrier = ctx.Barrier(N_TRIALS)  # held: a child unpickles it after start()
         self.outbox = ctx.Queue()
         self.inboxes = [ctx.Queue() for _ in range(N_TRIALS)]
