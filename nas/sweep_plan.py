@@ -65,11 +65,18 @@ def plan(opts: SweepOptions) -> Plan:
         space = replace(space, seeds=opts.seeds)
     if opts.trials is not None:
         space = replace(space, trials=opts.trials)
-    base = from_dict(nest(space.base))
     extra = parse_overrides(opts.overrides)
     if opts.max_steps:
         extra.setdefault("train", {})["max_steps"] = opts.max_steps
-    base = from_dict(extra, base)
+    # A grid cell's point carries the space's base and is applied over ``base`` again, so a
+    # --set of a key the space's base sets must replace it there too, or it is silently lost.
+    flat = {
+        f"{section}.{name}": v for section, fields in extra.items() for name, v in fields.items()
+    }
+    space = replace(
+        space, base={**space.base, **{k: v for k, v in flat.items() if k in space.base}}
+    )
+    base = from_dict(extra, from_dict(nest(space.base)))
     cells, skipped = grid_cells(space, base) if space.kind == "grid" else ([], [])
     if space.kind == "grid" and not cells:
         reasons = "; ".join(sorted({s.reason for s in skipped}))

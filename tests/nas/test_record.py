@@ -174,3 +174,19 @@ def test_unplanned_trials_are_reported_but_do_not_keep_a_grid_open() -> None:
     assert [(o.status, o.planned) for o in results] == [("finished", True), ("killed", False)]
     results = outcomes({specs[1].key: specs[1].label}, {})
     assert [(o.status, o.planned) for o in results] == [(NOT_STARTED, True)]
+
+
+def test_set_and_max_steps_reach_every_planned_trial_over_the_space_base(tmp_path: Path) -> None:
+    """``--set`` of a key the space's base sets, and ``--max-steps``, reach every trial of a
+    grid (its cells' points carry the space's base, which used to win over them silently),
+    while each arm's own settings still win over ``--set``."""
+    from nas.sweep_plan import SweepOptions, plan
+
+    storage = str(tmp_path / "ray")
+    sets = ("train.max_steps=300", "model.d_model=32", "model.residual=rezero")
+    p = plan(SweepOptions(space="attnres_ablation", overrides=sets, storage_path=storage))
+    assert {s.config.train.max_steps for s in p.specs} == {300}
+    assert {s.config.model.d_model for s in p.specs} == {32}
+    assert "rezero" not in {s.config.model.residual for s in p.specs}  # the arms choose it
+    p = plan(SweepOptions(space="quick", max_steps=50, storage_path=storage))
+    assert {s.config.train.max_steps for s in p.specs} == {50}
