@@ -43,21 +43,58 @@ def _batch(step: int) -> list[Entry]:
     return [("train/loss", float(step), 1000 + step, step), ("lr", 0.1, 1000 + step, step)]
 
 
-def test_an_outage_within_the_tolerance_loses_nothing_and_does_not_block(
+def test_an_outage_within_the_tolerance_loses_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Refused sends are retried until the store answers: every batch arrives in order, once,
+    and the journal held each before it was sent."""
     monkeypatch.setenv(OUTAGE_ENV, "60")
     store = FlakyStore()
     box = Outbox(store.send, tmp_path / "j.jsonl", "http://127.0.0.1:1")
-    for step in range(50):
-        box.put(_batch(step))  # returns at once although every send is refused
-    assert store.received == [] and store.refused >= 1
+    for step in range(25):
+        box.put(_batch(step))
+    deadline = time.monotonic() + 30
+    while store.refused < 2:  # the first batch refused, then refused again on its retry
+        assert time.monotonic() < deadline, "the sender never tried"
+        time.sleep(0.05)
+    for step in range(25, 50):
+        box.put(_batch(step))
+    assert store.received == []
     store.open.set()
     box.close()
     assert store.received == [e for s in range(50) for e in _batch(s)]  # in order, each once
-    assert read_journal(tmp_path / "j.jsonl") == (store.received, [])  # written before sent
+    assert read_journal(tmp_path / "j.jsonl") == (store.received, [])
     box.discard_journal()
     assert not (tmp_path / "j.jsonl").exists()
+
+
+def test_put_returns_while_a_send_hangs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Training does not wait on the network: with the sender stuck inside a send (a store
+    that does not answer), fifty more batches are queued at once."""
+    monkeypatch.setenv(OUTAGE_ENV, "60")
+    entered, release = threading.Event(), threading.Event()
+    sent: list[Item] = []
+
+    def hang(batch: Item) -> None:
+        entered.set()
+        release.wait()
+        sent.append(batch)
+
+    box = Outbox(hang, None, "http://127.0.0.1:1")
+    box.put(_batch(0))
+    assert entered.wait(timeout=30)
+
+    def produce() -> None:
+        for step in range(1, 51):
+            box.put(_batch(step))
+
+    producer = threading.Thread(target=produce)
+    producer.start()
+    producer.join(timeout=30)
+    assert not producer.is_alive() and sent == []  # all queued while the first send hangs
+    release.set()
+    box.close()
+    assert sent == [_batch(s) for s in range(51)]
 
 
 def test_an_outage_past_the_tolerance_is_one_line_and_the_journal_keeps_the_steps(
