@@ -22,17 +22,17 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(s.getsockname()[1])
 
 
-def server_command(backend: str, artifacts: Path, host: str, port: int) -> list[str]:
-    # One worker: the default four cost about 2 GB of memory for no gain at this load.
+def mlflow_command(sub: str, backend: str, host: str, port: int, *extra: str) -> list[str]:
+    """``mlflow server`` or ``mlflow ui`` on a store, one worker: the default four cost about
+    2 GB of memory for no gain at this load."""
     return [
         sys.executable,
         "-m",
         "mlflow",
-        "server",
+        sub,
         "--backend-store-uri",
         backend,
-        "--artifacts-destination",
-        str(artifacts),
+        *extra,
         "--host",
         host,
         "--port",
@@ -40,6 +40,10 @@ def server_command(backend: str, artifacts: Path, host: str, port: int) -> list[
         "--workers",
         "1",
     ]
+
+
+def server_command(backend: str, artifacts: Path, host: str, port: int) -> list[str]:
+    return mlflow_command("server", backend, host, port, "--artifacts-destination", str(artifacts))
 
 
 class TrackingServer:

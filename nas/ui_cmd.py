@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import os
 import subprocess
-import sys
 from typing import Any
 
 
@@ -23,21 +22,9 @@ def add_ui_parser(sub: Any) -> None:
 
 
 def ui_command(uri: str, host: str, port: int) -> list[str]:
-    # One worker keeps it small (about 0.5 GB instead of 2.4 GB with the defaults).
-    return [
-        sys.executable,
-        "-m",
-        "mlflow",
-        "ui",
-        "--backend-store-uri",
-        uri,
-        "--host",
-        host,
-        "--port",
-        str(port),
-        "--workers",
-        "1",
-    ]
+    from nas.tracking_server import mlflow_command
+
+    return mlflow_command("ui", uri, host, port)
 
 
 def run_ui(args: argparse.Namespace) -> int:
