@@ -30,6 +30,7 @@ WIRING_KEYS = (
     "model.attnres_window",
     "model.hc_streams",
     "model.hc_dynamic",
+    "model.mhc_sinkhorn_iters",
     "model.mix_ln_alpha",
 )
 BASELINE_WIRING = {"model.residual": "standard", "model.placement": "pre"}
@@ -76,6 +77,27 @@ def wiring_label(row: pd.Series) -> str:
         parts.append(f"N={row['model.attnres_blocks']}")
     parts.extend(f"{name}={value}" for name, value in attnres_switches(row).items())
     return "/".join(parts)
+
+
+def block_partition(n_sublayers: int, n_blocks: int) -> tuple[int, ...]:
+    """Sublayers per Block AttnRes block: balanced, the longer blocks first. The model's rule
+    (``trainers.config.balanced_partition``), restated because reports import no trainers; a
+    test keeps the two equal."""
+    size, longer = divmod(n_sublayers, n_blocks)
+    return tuple(size + 1 if k < longer else size for k in range(n_blocks))
+
+
+def partitions(trials: pd.DataFrame) -> dict[str, tuple[int, ...]]:
+    """arm -> its Block AttnRes partition, for the Block AttnRes arms of a labelled frame: what
+    ``attnres_blocks`` = N meant at that arm's depth."""
+    needed = (RESIDUAL_KEY, DEPTH_KEY, "model.attnres_blocks")
+    if trials.empty or not all(k in trials for k in needed):
+        return {}
+    rows = trials[trials[RESIDUAL_KEY] == "block_attnres"].drop_duplicates("arm")
+    return {
+        str(r["arm"]): block_partition(2 * int(r[DEPTH_KEY]), int(r["model.attnres_blocks"]))
+        for _, r in rows.iterrows()
+    }
 
 
 def context_keys(trials: pd.DataFrame) -> list[str]:

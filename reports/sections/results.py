@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import math
 
-from reports.ablation import ArmRow, arm_rows
+from reports.ablation import ArmRow, arm_rows, partitions, with_arms
 from reports.document import Paragraph, Section, Table
 from reports.load import SweepData
-from reports.outcomes import describe
+from reports.outcomes import configured, describe
 from reports.schema import Status
 from reports.sections.cells import fmt, fmt_ci, fmt_diff
 
@@ -37,7 +37,8 @@ def main_table(data: SweepData, baseline: str | None) -> tuple[Section, list[Arm
     table = Table(
         COLUMNS, tuple(_cells(r) for r in rows), "arms sorted by final validation loss", highlight
     )
-    return Section("Results", (table, *_notes(rows))), rows
+    notes = _notes(rows) + _partition_notes(partitions(configured(with_arms(data.trials))))
+    return Section("Results", (table, *notes)), rows
 
 
 def _count(x: float, spec: str) -> str:
@@ -104,3 +105,18 @@ def _notes(rows: list[ArmRow]) -> list[Paragraph]:
             )
         )
     return notes
+
+
+def _partition_notes(sizes: dict[str, tuple[int, ...]]) -> list[Paragraph]:
+    """Each Block AttnRes arm's actual blocks: the same N means different blocks at different
+    depths, and unequal ones where N does not divide the sublayers."""
+    if not sizes:
+        return []
+    each = "; ".join(f"`{arm}`: {_blocks(s)}" for arm, s in sorted(sizes.items()))
+    return [Paragraph(f"Block AttnRes partitions (sublayers per block, in order): {each}.")]
+
+
+def _blocks(sizes: tuple[int, ...]) -> str:
+    if len(set(sizes)) == 1:
+        return f"{len(sizes)} blocks of {sizes[0]}"
+    return f"{len(sizes)} blocks of {', '.join(map(str, sizes))}"
