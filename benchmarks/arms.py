@@ -13,13 +13,20 @@ ARMS: dict[str, dict[str, Any]] = {
     "lns": {"norm_scaling": "lns"},
     "rezero": {"residual": "rezero", "placement": "none"},
     "rezero_pre": {"residual": "rezero"},
+    "rezero_shared": {"residual": "rezero_shared", "placement": "none"},
     "deepnorm": {"residual": "deepnorm", "placement": "post"},
     "attnres": {"residual": "attnres"},
     "block_attnres": {"residual": "block_attnres"},
     "hyper": {"residual": "hyper"},
     "hyper_dynamic": {"residual": "hyper", "hc_dynamic": True},
     "mhc": {"residual": "mhc"},
+    "mhc_lite": {"residual": "mhc_lite"},
     "denseformer": {"residual": "denseformer"},
+    "value_residual": {"attention": "value_residual"},
+    "value_residual_learned": {"attention": "value_residual_learned"},
+    "denseformer_2x2": {"residual": "denseformer", "dense_dilation": 2, "dense_period": 2},
+    "laurel_rw": {"residual": "laurel_rw"},
+    "laurel_lr": {"residual": "laurel_lr"},
 }
 
 

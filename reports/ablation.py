@@ -22,6 +22,7 @@ WIRING_KEYS = (
     "model.placement",
     "model.norm",
     "model.norm_scaling",
+    "model.attention",
     "model.attnres_blocks",
     "model.attnres_key_norm",
     "model.attnres_gate",
@@ -32,6 +33,9 @@ WIRING_KEYS = (
     "model.hc_dynamic",
     "model.mhc_sinkhorn_iters",
     "model.mix_ln_alpha",
+    "model.laurel_rank",
+    "model.dense_dilation",
+    "model.dense_period",
 )
 BASELINE_WIRING = {"model.residual": "standard", "model.placement": "pre"}
 PARAM_PREFIXES = ("model.", "train.", "data.")
@@ -75,6 +79,8 @@ def wiring_label(row: pd.Series) -> str:
     parts = [str(row.get(RESIDUAL_KEY, "?")), str(row.get("model.placement", "?"))]
     if "model.attnres_blocks" in row and row.get(RESIDUAL_KEY) == "block_attnres":
         parts.append(f"N={row['model.attnres_blocks']}")
+    if str(row.get("model.attention", "standard")) not in ("standard", "nan"):
+        parts.append(str(row["model.attention"]))
     parts.extend(f"{name}={value}" for name, value in attnres_switches(row).items())
     return "/".join(parts)
 
@@ -105,9 +111,12 @@ def context_keys(trials: pd.DataFrame) -> list[str]:
 
 
 def is_baseline(row: pd.Series) -> bool:
-    return all(str(row.get(k)) == v for k, v in BASELINE_WIRING.items()) and str(
-        row.get("model.norm_scaling", "none")
-    ) in ("none", "nan")
+    # Records from before a field existed hold no value for it ("nan"): they ran its default.
+    return (
+        all(str(row.get(k)) == v for k, v in BASELINE_WIRING.items())
+        and str(row.get("model.norm_scaling", "none")) in ("none", "nan")
+        and str(row.get("model.attention", "standard")) in ("standard", "nan")
+    )
 
 
 def baselines(trials: pd.DataFrame, override: str | None = None) -> dict[str, str | None]:

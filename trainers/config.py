@@ -13,11 +13,24 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
 ResidualName = Literal[
-    "standard", "rezero", "deepnorm", "attnres", "block_attnres", "hyper", "mhc", "denseformer"
+    "standard",
+    "rezero",
+    "rezero_shared",
+    "deepnorm",
+    "attnres",
+    "block_attnres",
+    "hyper",
+    "mhc",
+    "mhc_lite",
+    "denseformer",
+    "laurel_rw",
+    "laurel_lr",
 ]
 PlacementName = Literal["pre", "post", "sandwich", "mix", "none"]
 NormName = Literal["layernorm", "rmsnorm"]
 NormScaling = Literal["none", "lns"]
+# Attention variants (registry keys in trainers.attention): what happens inside every attention.
+AttentionName = Literal["standard", "value_residual", "value_residual_learned"]
 PositionName = Literal["learned", "rope"]
 # AttnRes design switches (the paper's Table 4); registry keys in trainers.residual.depth_mixing.
 KeyNormName = Literal["rmsnorm", "none"]
@@ -29,25 +42,34 @@ Precision = Literal["auto", "32-true", "64-true", "bf16-mixed", "16-mixed", "bf1
 # The validity matrix: the placements each residual type is defined for.
 # - AttnRes mixes sources with weights that sum to one, which is the residual sum's function only
 #   when the sublayer normalizes its input (pre, sandwich).
-# - ReZero is defined without norms (its paper) and, as a common variant, with pre-norm.
+# - ReZero is defined without norms (its paper) and, as a common variant, with pre-norm; the
+#   one-alpha-per-block form (its official code) likewise.
 # - DeepNorm is post-norm by definition (x <- LN(alpha*x + F(x))).
-# - Hyper-Connections and mHC widen a pre-norm stream; their init reproduces pre-norm.
+# - Hyper-Connections, mHC and mHC-lite widen a pre-norm stream; their init reproduces pre-norm.
 # - DenseFormer averages block outputs, whatever the block's own norms are.
 # - Mix-LN (placement "mix") is a standard-residual schedule of post- then pre-norm blocks.
+# - LAuReL reweights (RW) or augments (LR) a residual connection; its paper's LLMs are pre-norm,
+#   and at init both are pre-norm's plain residual.
 VALID_PLACEMENTS: dict[str, tuple[str, ...]] = {
     "standard": ("pre", "post", "sandwich", "mix", "none"),
     "rezero": ("pre", "none"),
+    "rezero_shared": ("pre", "none"),
     "deepnorm": ("post",),
     "attnres": ("pre", "sandwich"),
     "block_attnres": ("pre", "sandwich"),
     "hyper": ("pre", "sandwich"),
     "mhc": ("pre", "sandwich"),
+    "mhc_lite": ("pre", "sandwich"),
     "denseformer": ("pre", "post", "sandwich", "none"),
+    "laurel_rw": ("pre",),
+    "laurel_lr": ("pre",),
 }
 # LayerNorm Scaling scales the norm on a sublayer's input, so it needs one there.
 LNS_PLACEMENTS = ("pre", "sandwich")
 
 MAX_LAYERS = 1024
+# mHC-lite learns one weight per permutation of the streams: n! of them (120 at n = 5, 720 at 6).
+MHC_LITE_MAX_STREAMS = 5
 
 # The AttnRes design switches and the paper's choice for each (the default).
 ATTNRES_SWITCHES: dict[str, object] = {
@@ -56,6 +78,13 @@ ATTNRES_SWITCHES: dict[str, object] = {
     "attnres_query": "static",
     "attnres_heads": 1,
     "attnres_window": 0,
+}
+
+# Fields read by one wiring only (any other wiring refuses a value other than the default).
+OWNED_FIELDS: dict[str, str] = {
+    "laurel_rank": "laurel_lr",
+    "dense_dilation": "denseformer",
+    "dense_period": "denseformer",
 }
 
 
@@ -115,6 +144,12 @@ class ModelConfig:
         "How sublayer outputs are combined (the residual wiring).", "standard"
     )
     placement: PlacementName = _help("Where norms sit around each sublayer.", "pre")
+    attention: AttentionName = _help(
+        "Attention variant, with any residual wiring: 'standard'; 'value_residual' (ResFormer: "
+        "every later attention's values are 1/2 V_1 + 1/2 its own, V_1 the first layer's); "
+        "'value_residual_learned' (the same two weights learned per layer, from 1/2).",
+        "standard",
+    )
     norm: NormName = _help("Normalization layer.", "rmsnorm")
     norm_eps: float = _help("Epsilon of every norm (also AttnRes key norms).", 1e-6)
     norm_scaling: NormScaling = _help(
@@ -153,11 +188,29 @@ class ModelConfig:
         "embedding plus the W newest others.",
         0,
     )
-    hc_streams: int = _help("hyper, mhc: number of residual streams n.", 4)
+    hc_streams: int = _help(
+        "hyper, mhc, mhc_lite: number of residual streams n (mhc_lite: at most 5, it weights "
+        "all n! permutations).",
+        4,
+    )
     hc_dynamic: bool = _help("hyper: input-dependent (dynamic) connection weights.", False)
     mhc_sinkhorn_iters: int = _help("mhc: Sinkhorn-Knopp iterations for the stream mixing.", 20)
     mix_ln_alpha: float = _help(
         "mix: the first floor(alpha*n_layers) blocks are post-norm, the rest pre-norm.", 0.25
+    )
+    laurel_rank: int = _help(
+        "laurel_lr: rank r of the learned low-rank map B A added on each residual connection "
+        "(1 to d_model; 2*r*d_model parameters per sublayer).",
+        16,
+    )
+    dense_dilation: int = _help(
+        "denseformer: dilation k; the average after block i reads only the outputs X_j with "
+        "j = i mod k (1: every output, the full DenseFormer).",
+        1,
+    )
+    dense_period: int = _help(
+        "denseformer: period p; an average only after every p-th block (1: after every block).",
+        1,
     )
     init_std: float = _help("Std of the normal init of linear and embedding weights.", 0.02)
     scaled_init: bool = _help(
@@ -171,6 +224,7 @@ class ModelConfig:
         _choices(s, "norm", self.norm, get_args(NormName))
         _choices(s, "pos", self.pos, get_args(PositionName))
         _choices(s, "norm_scaling", self.norm_scaling, get_args(NormScaling))
+        _choices(s, "attention", self.attention, get_args(AttentionName))
         _at_least(s, "vocab_size", self.vocab_size, 2)
         _at_least(s, "d_model", self.d_model, 1)
         _at_least(s, "n_heads", self.n_heads, 1)
@@ -205,8 +259,15 @@ class ModelConfig:
             )
         self._check_attnres_switches()
         _in_range(s, "hc_streams", self.hc_streams, 1, 64)
+        if self.residual == "mhc_lite" and self.hc_streams > MHC_LITE_MAX_STREAMS:
+            raise ValueError(
+                f"{s}.hc_streams: {self.hc_streams} is too many for residual 'mhc_lite', which "
+                f"learns a weight per permutation of the streams (n!); allowed: 1 to "
+                f"{MHC_LITE_MAX_STREAMS}"
+            )
         _in_range(s, "mhc_sinkhorn_iters", self.mhc_sinkhorn_iters, 1, 1000)
         _in_range(s, "mix_ln_alpha", self.mix_ln_alpha, 0.0, 1.0)
+        self._check_owned_fields()
 
     def _check_attnres_switches(self) -> None:
         s = "model"
@@ -232,6 +293,20 @@ class ModelConfig:
                 f"{s}.attnres_key_norm: {self.attnres_key_norm!r} means nothing with "
                 "attnres_query 'scalar', which has no keys (leave it at 'rmsnorm')"
             )
+
+    def _check_owned_fields(self) -> None:
+        """Fields that only one wiring reads: in range for it, at their default for the rest."""
+        s = "model"
+        high = {"laurel_rank": self.d_model}  # dilation and period: at most n_layers
+        for name, owner in OWNED_FIELDS.items():
+            value, default = getattr(self, name), _MODEL_DEFAULTS[name]
+            if self.residual == owner:
+                _in_range(s, name, value, 1, high.get(name, self.n_layers))
+            elif value != default:
+                raise ValueError(
+                    f"{s}.{name}: {value!r} applies to residual {owner!r} only; residual "
+                    f"{self.residual!r} does not read it (leave it at {default!r})"
+                )
 
     @property
     def attnres_switched(self) -> bool:
@@ -359,6 +434,8 @@ class RunConfig:
     train: TrainConfig = field(default_factory=TrainConfig)
     data: DataConfig = field(default_factory=DataConfig)
 
+
+_MODEL_DEFAULTS: dict[str, Any] = {f.name: f.default for f in dataclasses.fields(ModelConfig)}
 
 SECTIONS: dict[str, type[Any]] = {"model": ModelConfig, "train": TrainConfig, "data": DataConfig}
 

@@ -37,9 +37,12 @@ class Rotary(nn.Module):
 
 
 class Attention(nn.Module):
-    """Causal multi-head self-attention through ``scaled_dot_product_attention``."""
+    """Causal multi-head self-attention through ``scaled_dot_product_attention``.
 
-    def __init__(self, cfg: ModelConfig) -> None:
+    ``values`` is the attention variant's slot (``trainers.attention``): the per-head values pass
+    through it before the weighted sum (``nn.Identity`` for standard attention)."""
+
+    def __init__(self, cfg: ModelConfig, values: nn.Module | None = None) -> None:
         super().__init__()
         self.n_heads, self.dropout = cfg.n_heads, cfg.dropout
         self.qkv = nn.Linear(cfg.d_model, 3 * cfg.d_model, bias=cfg.bias)
@@ -47,11 +50,13 @@ class Attention(nn.Module):
         self.rotary = (
             Rotary(cfg.head_dim, cfg.seq_len, cfg.rope_base) if cfg.pos == "rope" else None
         )
+        self.values = nn.Identity() if values is None else values
 
     def forward(self, x: Tensor) -> Tensor:
         b, t, d = x.shape
         q, k, v = self.qkv(x).view(b, t, 3, self.n_heads, d // self.n_heads).unbind(2)
         q, k, v = (z.transpose(1, 2) for z in (q, k, v))  # (B, nh, T, hd)
+        v = self.values(v)
         if self.rotary is not None:
             q, k = self.rotary(q), self.rotary(k)
         p = self.dropout if self.training else 0.0

@@ -13,6 +13,7 @@ from typing import Any
 
 from torch import Tensor, nn
 
+from trainers.attention import ATTENTIONS, LayerMemory
 from trainers.config import ModelConfig
 from trainers.layers import MLP, Attention
 from trainers.norms import NORM_SCALINGS, build_norm
@@ -52,9 +53,11 @@ class Block(nn.Module):
     over earlier outputs, a mix of parallel streams) and how ``y`` is written back (added, then
     ``[post_main]`` norm); the placement fills the bracketed slots per block or leaves them as
     identities; ``s`` is the norm scaling's factor for the block (1 unless LayerNorm Scaling).
+    The attention variant (``trainers.attention``) acts inside Attention; ``memory`` is the
+    model's, shared by every block's attention.
     """
 
-    def __init__(self, cfg: ModelConfig, index: int) -> None:
+    def __init__(self, cfg: ModelConfig, index: int, memory: LayerMemory | None = None) -> None:
         super().__init__()
         slots = PLACEMENTS.get(cfg.placement).slots(cfg, index)
         residual = RESIDUALS.get(cfg.residual)
@@ -66,7 +69,8 @@ class Block(nn.Module):
         def branch(layer: nn.Module) -> Branch:
             return Branch(layer, norm(slots.norm_in), norm(slots.norm_out), cfg.dropout, scale)
 
-        self.attn = branch(Attention(cfg))
+        values = ATTENTIONS.get(cfg.attention).values(cfg, index, memory or LayerMemory())
+        self.attn = branch(Attention(cfg, values))
         self.mlp = branch(MLP(cfg))
         self.attn_site = residual.site(cfg, 2 * index, norm(slots.post_main))
         self.mlp_site = residual.site(cfg, 2 * index + 1, norm(slots.post_main))
@@ -86,7 +90,8 @@ class DeepTransformer(nn.Module):
         self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.d_model)
         self.pos_emb = nn.Embedding(cfg.seq_len, cfg.d_model) if cfg.pos == "learned" else None
         self.drop = nn.Dropout(cfg.dropout)
-        self.blocks = nn.ModuleList(Block(cfg, i) for i in range(cfg.n_layers))
+        memory = LayerMemory()  # what an attention variant carries across blocks in a forward
+        self.blocks = nn.ModuleList(Block(cfg, i, memory) for i in range(cfg.n_layers))
         self.stream = RESIDUALS.get(cfg.residual).stream(cfg)
         self.final_norm = (
             build_norm(cfg.norm, cfg.d_model, cfg.norm_eps)
