@@ -6,7 +6,9 @@ from trainers.residual import (  # noqa: F401  (registration, in the order of th
     deepnorm,
     denseformer,
     hyper,
+    laurel,
     mhc,
+    mhc_lite,
     rezero,
     standard,
 )

@@ -96,16 +96,27 @@ class MHCSite(nn.Module):
         n, d = cfg.hc_streams, cfg.d_model
         self.n, self.eps, self.iters = n, cfg.norm_eps, cfg.mhc_sinkhorn_iters
         self.index = sublayer
+        b_res = self.res_bias(n)
         self.w_pre = nn.Parameter(torch.zeros(n * d, n))
         self.w_post = nn.Parameter(torch.zeros(n * d, n))
-        self.w_res = nn.Parameter(torch.zeros(n * d, n * n))
+        self.w_res = nn.Parameter(torch.zeros(n * d, b_res.numel()))  # one column per logit
         self.alpha_pre = nn.Parameter(torch.tensor(0.01))
         self.alpha_post = nn.Parameter(torch.tensor(0.01))
         self.alpha_res = nn.Parameter(torch.tensor(0.01))
         one_hot = F.one_hot(torch.tensor(sublayer % n), n).float()
         self.b_pre = nn.Parameter(PRE_INIT_LOGIT * (2 * one_hot - 1))
         self.b_post = nn.Parameter(torch.zeros(n))
-        self.b_res = nn.Parameter(RES_INIT_LOGIT * torch.eye(n))
+        self.b_res = nn.Parameter(b_res)
+
+    @staticmethod
+    def res_bias(n: int) -> Tensor:
+        """The init of b_res, the bias of the mixing logits: RES_INIT_LOGIT * I (n, n)."""
+        return RES_INIT_LOGIT * torch.eye(n)
+
+    def res_map(self, z_res: Tensor) -> Tensor:
+        """H_res (B, T, n, n) from the mixing columns of the products, z_res (B, T, n*n)."""
+        res_logits = self.alpha_res * z_res.unflatten(-1, (self.n, self.n))
+        return sinkhorn(res_logits + self.b_res, self.iters)
 
     def maps(self, h: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """H_pre (B, T, n), H_post (B, T, n), H_res (B, T, n, n) for the streams h."""
@@ -114,11 +125,10 @@ class MHCSite(nn.Module):
         # the residual, is never built. One product serves the three maps.
         rinv = torch.rsqrt(torch.linalg.vecdot(flat, flat) / flat.shape[-1] + self.eps)
         z = (flat @ torch.cat((self.w_pre, self.w_post, self.w_res), dim=1)) * rinv[..., None]
-        z_pre, z_post, z_res = z.split((self.n, self.n, self.n * self.n), dim=-1)
+        z_pre, z_post, z_res = z.split((self.n, self.n, self.w_res.shape[1]), dim=-1)
         pre = torch.sigmoid(self.alpha_pre * z_pre + self.b_pre)
         post = 2 * torch.sigmoid(self.alpha_post * z_post + self.b_post)
-        res_logits = self.alpha_res * z_res.unflatten(-1, (self.n, self.n))
-        return pre, post, sinkhorn(res_logits + self.b_res, self.iters)
+        return pre, post, self.res_map(z_res)
 
     def forward(self, h: Tensor, branch: nn.Module) -> Tensor:
         pre, post, res = self.maps(h)

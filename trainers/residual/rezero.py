@@ -1,7 +1,15 @@
-"""ReZero: x <- x + alpha * f(x), one scalar alpha per sublayer initialized to zero, so the
-network is the identity at init (Bachlechner et al. 2020, arXiv 2003.04887)."""
+"""ReZero: x <- x + alpha * f(x), alpha a learned scalar initialized to zero, so the network is
+the identity at init (Bachlechner et al. 2020, arXiv 2003.04887). Two forms:
+
+* ``rezero``: one alpha per sublayer. The paper's Eq. 1, x_{i+1} = x_i + alpha_i F(x_i), has one
+  alpha per residual update, and each sublayer of a Transformer block is one update;
+* ``rezero_shared``: one alpha per block, the same scalar on the attention and the MLP output, as
+  the paper's official code does (majumderb/rezero, ``RZTXEncoderLayer.resweight``).
+"""
 
 from __future__ import annotations
+
+from typing import cast
 
 import torch
 from torch import Tensor, nn
@@ -25,3 +33,14 @@ class ReZero(Residual):
     @staticmethod
     def site(cfg: ModelConfig, sublayer: int, post_norm: nn.Module) -> nn.Module:
         return ReZeroSite(post_norm)
+
+
+@RESIDUALS.register("rezero_shared")
+class ReZeroShared(ReZero):
+    @staticmethod
+    def init_weights(model: nn.Module, cfg: ModelConfig) -> None:
+        """Ties each block's MLP alpha to its attention alpha: one parameter, L in all. Like the
+        tied embedding and head, the state dict lists it under both sites' names."""
+        for block in cast(nn.ModuleList, model.blocks):
+            attn, mlp = cast(ReZeroSite, block.attn_site), cast(ReZeroSite, block.mlp_site)
+            mlp.alpha = attn.alpha
