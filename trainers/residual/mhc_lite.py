@@ -10,9 +10,9 @@ doubly-stochastic matrices). H_pre, H_post, their maps and their init are this p
 
 Init of the mixing weights, as in the paper's code (github.com/FFTYYY/mhc-lite): W_res = 0,
 alpha_res = 0.01, b_res = 0 on the identity permutation and -8 on the others; for n = 4,
-H_res = 0.994 on the diagonal and 0.002 off it. The code's H_pre and H_post biases (+-1) are not
-taken: they would make the copies differ at init, where this project's keep them equal so that the
-model computes pre-norm's function (tested).
+H_res = 0.994 on the diagonal and 0.002 off it. The code's H_pre and H_post biases are not taken
+(b_pre = +-1 where mHC's is +-4; b_post = +-1, which would make the copies differ at init, where
+b_post = 0 keeps them equal so that the model computes pre-norm's function; tested).
 """
 
 from __future__ import annotations
