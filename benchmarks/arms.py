@@ -22,6 +22,7 @@ ARMS: dict[str, dict[str, Any]] = {
     "mhc": {"residual": "mhc"},
     "mhc_lite": {"residual": "mhc_lite"},
     "denseformer": {"residual": "denseformer"},
+    "mudd": {"residual": "mudd"},
     "value_residual": {"attention": "value_residual"},
     "value_residual_learned": {"attention": "value_residual_learned"},
     "denseformer_2x2": {"residual": "denseformer", "dense_dilation": 2, "dense_period": 2},

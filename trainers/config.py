@@ -25,6 +25,7 @@ ResidualName = Literal[
     "denseformer",
     "laurel_rw",
     "laurel_lr",
+    "mudd",
 ]
 PlacementName = Literal["pre", "post", "sandwich", "mix", "none"]
 NormName = Literal["layernorm", "rmsnorm"]
@@ -50,6 +51,8 @@ Precision = Literal["auto", "32-true", "64-true", "bf16-mixed", "16-mixed", "bf1
 # - Mix-LN (placement "mix") is a standard-residual schedule of post- then pre-norm blocks.
 # - LAuReL reweights (RW) or augments (LR) a residual connection; its paper's LLMs are pre-norm,
 #   and at init both are pre-norm's plain residual.
+# - MUDDFormer feeds each attention separately normed query, key and value inputs and a residual
+#   stream, pre-norm in its paper and code; its init reproduces pre-norm.
 VALID_PLACEMENTS: dict[str, tuple[str, ...]] = {
     "standard": ("pre", "post", "sandwich", "mix", "none"),
     "rezero": ("pre", "none"),
@@ -63,6 +66,7 @@ VALID_PLACEMENTS: dict[str, tuple[str, ...]] = {
     "denseformer": ("pre", "post", "sandwich", "none"),
     "laurel_rw": ("pre",),
     "laurel_lr": ("pre",),
+    "mudd": ("pre",),
 }
 # LayerNorm Scaling scales the norm on a sublayer's input, so it needs one there.
 LNS_PLACEMENTS = ("pre", "sandwich")

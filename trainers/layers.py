@@ -52,9 +52,14 @@ class Attention(nn.Module):
         )
         self.values = nn.Identity() if values is None else values
 
-    def forward(self, x: Tensor) -> Tensor:
+    def forward(self, x: Tensor, kv: tuple[Tensor, Tensor] | None = None) -> Tensor:
+        """Self-attention over ``x`` (B, T, d); with ``kv``, ``x`` is the query input and
+        ``kv`` the separate key and value inputs (MUDDFormer's decoupled streams)."""
         b, t, d = x.shape
-        q, k, v = self.qkv(x).view(b, t, 3, self.n_heads, d // self.n_heads).unbind(2)
+        if kv is None:
+            q, k, v = self.qkv(x).view(b, t, 3, self.n_heads, d // self.n_heads).unbind(2)
+        else:
+            q, k, v = self._project_each(x, *kv)
         q, k, v = (z.transpose(1, 2) for z in (q, k, v))  # (B, nh, T, hd)
         v = self.values(v)
         if self.rotary is not None:
@@ -62,6 +67,15 @@ class Attention(nn.Module):
         p = self.dropout if self.training else 0.0
         y = F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=True)
         return self.proj(y.transpose(1, 2).reshape(b, t, d))
+
+    def _project_each(self, xq: Tensor, xk: Tensor, xv: Tensor) -> tuple[Tensor, ...]:
+        """Each input through its own rows of the fused projection: (B, T, nh, hd) each."""
+        b, t, d = xq.shape
+        biases = (None,) * 3 if self.qkv.bias is None else self.qkv.bias.chunk(3)
+        rows = zip((xq, xk, xv), self.qkv.weight.chunk(3), biases, strict=True)
+        return tuple(
+            F.linear(z, w, bw).view(b, t, self.n_heads, d // self.n_heads) for z, w, bw in rows
+        )
 
     def output_projection(self) -> nn.Linear:
         return self.proj

@@ -24,20 +24,33 @@ from trainers.residual import RESIDUALS
 class Branch(nn.Module):
     """One sublayer with its placement's branch slots:
     ``drop(norm_out(layer(in_scale * norm_in(x))))``; ``in_scale`` is the norm scaling's factor
-    for this block (1 unless LayerNorm Scaling)."""
+    for this block (1 unless LayerNorm Scaling).
+
+    An attention branch whose wiring feeds it separate key and value inputs (MUDDFormer) holds
+    ``kv_norms``, their own input norms, and is called as ``branch(x_q, (x_k, x_v))``."""
 
     def __init__(
-        self, layer: nn.Module, norm_in: nn.Module, norm_out: nn.Module, p: float, in_scale: float
+        self,
+        layer: nn.Module,
+        norm_in: nn.Module,
+        norm_out: nn.Module,
+        p: float,
+        in_scale: float,
+        kv_norms: tuple[nn.Module, nn.Module] | None = None,
     ) -> None:
         super().__init__()
         self.norm_in, self.layer, self.norm_out = norm_in, layer, norm_out
         self.in_scale = in_scale
         self.drop = nn.Dropout(p)
+        self.kv_norms = nn.ModuleList(kv_norms or ())
 
-    def forward(self, x: Tensor) -> Tensor:
+    def forward(self, x: Tensor, kv: tuple[Tensor, Tensor] | None = None) -> Tensor:
         h = self.norm_in(x)
         if self.in_scale != 1.0:
             h = h * self.in_scale
+        if kv is not None:
+            kv = self.kv_norms[0](kv[0]) * self.in_scale, self.kv_norms[1](kv[1]) * self.in_scale
+            return self.drop(self.norm_out(self.layer(h, kv)))
         return self.drop(self.norm_out(self.layer(h)))
 
 
@@ -66,11 +79,15 @@ class Block(nn.Module):
         def norm(filled: bool) -> nn.Module:
             return build_norm(cfg.norm, cfg.d_model, cfg.norm_eps) if filled else nn.Identity()
 
-        def branch(layer: nn.Module) -> Branch:
-            return Branch(layer, norm(slots.norm_in), norm(slots.norm_out), cfg.dropout, scale)
+        def branch(layer: nn.Module, kv_norms: tuple[nn.Module, nn.Module] | None = None) -> Branch:
+            return Branch(
+                layer, norm(slots.norm_in), norm(slots.norm_out), cfg.dropout, scale, kv_norms
+            )
 
         values = ATTENTIONS.get(cfg.attention).values(cfg, index, memory or LayerMemory())
-        self.attn = branch(Attention(cfg, values))
+        decoupled = residual.decoupled_kv(cfg, index)
+        kv_norms = (norm(slots.norm_in), norm(slots.norm_in)) if decoupled else None
+        self.attn = branch(Attention(cfg, values), kv_norms)
         self.mlp = branch(MLP(cfg))
         self.attn_site = residual.site(cfg, 2 * index, norm(slots.post_main))
         self.mlp_site = residual.site(cfg, 2 * index + 1, norm(slots.post_main))

@@ -9,6 +9,7 @@ from trainers.residual import (  # noqa: F401  (registration, in the order of th
     laurel,
     mhc,
     mhc_lite,
+    mudd,
     rezero,
     standard,
 )

@@ -50,6 +50,13 @@ class Residual:
         return Stream()
 
     @staticmethod
+    def decoupled_kv(cfg: ModelConfig, block: int) -> bool:
+        """Whether block ``block``'s attention site passes separate key and value inputs
+        (``branch(x_q, (x_k, x_v))``, MUDDFormer); the block then gives the branch an input norm
+        for each. Otherwise queries, keys and values all come from one input."""
+        return False
+
+    @staticmethod
     def init_weights(model: nn.Module, cfg: ModelConfig) -> None:
         """Wiring-specific initialization, run after the model's default init."""
 
