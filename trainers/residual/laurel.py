@@ -3,7 +3,7 @@ in its scalar and low-rank forms, one at every sublayer's residual connection:
 
 * ``laurel_rw`` (LAuReL-RW, §2.1): x <- alpha * f(x) + beta * x, two learned scalars per sublayer;
 * ``laurel_lr`` (LAuReL-LR, §2.2, eq. 3): x <- f(x) + B A x + x, with A: D x r and B: r x D
-  (``model.laurel_rank`` = r), 2 r D parameters per sublayer.
+  (``model.laurel_rank`` = r), 2 r D parameters per sublayer; on row vectors, x A B.
 
 What the paper fixes: B = 0 at init and, for its LLMs, A "column orthogonal",
 A[i, j] = 1/sqrt(r D) if i mod r = j, else 0 (§3.3 and its footnote; Xavier for its ResNet), so
