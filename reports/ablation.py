@@ -74,15 +74,37 @@ def with_arms(trials: pd.DataFrame) -> pd.DataFrame:
 
 
 def wiring_label(row: pd.Series) -> str:
-    """A trial's wiring as a label: residual/placement, plus N for Block AttnRes and each
-    AttnRes design switch away from the paper's choice."""
+    """A trial's wiring as a label: residual/placement, plus N for Block AttnRes, each
+    AttnRes design switch away from the paper's choice, LAuReL-LR's rank and DenseFormer's k x p."""
     parts = [str(row.get(RESIDUAL_KEY, "?")), str(row.get("model.placement", "?"))]
     if "model.attnres_blocks" in row and row.get(RESIDUAL_KEY) == "block_attnres":
         parts.append(f"N={row['model.attnres_blocks']}")
     if str(row.get("model.attention", "standard")) not in ("standard", "nan"):
         parts.append(str(row["model.attention"]))
     parts.extend(f"{name}={value}" for name, value in attnres_switches(row).items())
+    parts.extend(_owned_parts(row))
     return "/".join(parts)
+
+
+def _whole(value: object) -> int | None:
+    """A config integer as a frame holds it (int, float or MLflow's string); None if absent."""
+    try:
+        number = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(number) else int(number)
+
+
+def _owned_parts(row: pd.Series) -> list[str]:
+    """LAuReL-LR's rank r=R, and DenseFormer's KxP when it is not the full 1x1 (a record from
+    before these fields existed ran r=16 and 1x1)."""
+    residual = row.get(RESIDUAL_KEY)
+    if residual == "laurel_lr":
+        return [f"r={_whole(row.get('model.laurel_rank')) or 16}"]
+    if residual == "denseformer":
+        k, p = (_whole(row.get(f"model.dense_{n}")) or 1 for n in ("dilation", "period"))
+        return [] if k == p == 1 else [f"{k}x{p}"]
+    return []
 
 
 def block_partition(n_sublayers: int, n_blocks: int) -> tuple[int, ...]:
