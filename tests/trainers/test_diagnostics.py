@@ -13,7 +13,7 @@ import pytest
 import torch
 from torch import nn
 
-from tests.trainers.conftest import tiny
+from tests.trainers.conftest import covering, tiny
 from trainers.config import valid_wirings
 from trainers.diagnostics import dilution_profile
 from trainers.dilution_plot import save_profile
@@ -99,7 +99,7 @@ def test_removing_blocks_of_a_standard_model_changes_the_loss() -> None:
     assert profile.removal_delta is not None and np.all(profile.removal_delta != 0.0)
 
 
-WIRINGS = valid_wirings()
+WIRINGS = covering(valid_wirings())
 
 
 @pytest.mark.parametrize("wiring", WIRINGS, ids=["-".join(w) for w in WIRINGS])

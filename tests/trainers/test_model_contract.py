@@ -1,4 +1,5 @@
-"""The contract every valid (residual, placement, norm) wiring meets."""
+"""The contract every valid wiring meets, over every (residual, placement) cell with each norm and
+norm scaling (`conftest.covering` says which cells)."""
 
 from __future__ import annotations
 
