@@ -86,6 +86,10 @@ class Metric:
     FINAL_TOKENS_PER_S = "final/tokens_per_s"
     FINAL_PARAMS = "final/params"
     FINAL_STEPS = "final/steps"  # the steps actually trained
+    # trainers.flops: training FLOPs per token (forward + backward, the wiring's included), and
+    # times the tokens of the steps actually trained
+    FINAL_FLOPS_PER_TOKEN = "final/flops_per_token"
+    FINAL_TRAIN_FLOPS = "final/train_flops"
     DILUTION_PREFIX = "dilution/"
     # parent run
     SWEEP_PREFIX = "sweep/"
@@ -107,6 +111,8 @@ FINAL_METRICS = (
     Metric.FINAL_TOKENS_PER_S,
     Metric.FINAL_PARAMS,
     Metric.FINAL_STEPS,
+    Metric.FINAL_FLOPS_PER_TOKEN,
+    Metric.FINAL_TRAIN_FLOPS,
 )
 
 

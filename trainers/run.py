@@ -41,6 +41,8 @@ class TrainResult:
     wall_s: float
     tokens_per_s: float
     step_s: float = 0.0  # of wall_s, the time inside training steps (this process's steps)
+    flops_per_token: int = 0  # training FLOPs per token (trainers.flops), the wiring's included
+    train_flops: int = 0  # flops_per_token times the tokens of the ``steps`` trained
     dilution: dict[str, float] = field(default_factory=dict)  # the last profile's summaries
     status: RunStatus = "finished"
     reason: str = ""  # one line: why it diverged or timed out ("" when finished)
@@ -104,6 +106,7 @@ def train(
 
     from trainers.callbacks import LastFiniteValidation
     from trainers.datamodule import LMDataModule
+    from trainers.flops import flops_per_token, train_flops
     from trainers.model import num_params
     from trainers.module import LanguageModelModule
     from trainers.step_timer import StepTimer
@@ -138,6 +141,8 @@ def train(
         wall_s=wall,
         tokens_per_s=trainer.global_step * t.batch_size * cfg.model.seq_len / wall,
         step_s=timer.total_s,
+        flops_per_token=flops_per_token(cfg.model).total,
+        train_flops=train_flops(cfg.model, trainer.global_step, t.batch_size),
         dilution=dilution.last.summaries() if dilution and dilution.last else {},
     )
     if stop is not None:

@@ -15,7 +15,7 @@ from reports import figures
 from reports.ablation import DEPTH_KEY, wiring_label
 from reports.compute import MIN_DISTINCT_COMPUTE, Trend, compute_advantage, scaling_trend
 from reports.document import Figure, Paragraph, Section, Table
-from reports.flops import trial_flops
+from reports.flops import recorded_flops, trial_flops
 from reports.load import SweepData
 from reports.outcomes import comparable, diverged, with_outcome
 from reports.published import COMPUTE_MULTIPLIER
@@ -53,12 +53,15 @@ def compute_section(data: SweepData) -> Section | None:
         elif wiring != base:
             missing.append(wiring)
         rows.append(_row(wiring, trends[wiring], multiplier))
-    blocks: list[Any] = [
-        Table(
-            COLUMNS, tuple(rows), "loss = A · C^−alpha, C = training FLOPs (6·N·T plus attention)"
-        )
-    ]
+    caption = (
+        "loss = A · C^−alpha, C = training FLOPs: matrix products forward and backward, the "
+        "wiring's included (trainers/flops.py)"
+    )
+    blocks: list[Any] = [Table(COLUMNS, tuple(rows), caption)]
     blocks.append(_verdict(trends, base, missing, _confound(groups)))
+    estimated = _estimated(groups)
+    if estimated:
+        blocks.append(Paragraph(estimated, "note"))
     lost = int(diverged(with_outcome(data.trials)).sum())
     if lost:
         blocks.append(
@@ -79,9 +82,28 @@ def _groups(done: pd.DataFrame) -> dict[str, pd.DataFrame]:
     if done.empty or done[Metric.FINAL_PARAMS].nunique() < 2:
         return {}
     done = done.assign(
-        flops=done.apply(trial_flops, axis=1), wiring=done.apply(wiring_label, axis=1)
+        flops=done.apply(trial_flops, axis=1),
+        estimated=done.apply(lambda row: recorded_flops(row) is None, axis=1),
+        wiring=done.apply(wiring_label, axis=1),
     )
     return {str(w): g for w, g in done.groupby("wiring") if g["flops"].nunique() >= 2}
+
+
+def _estimated(groups: dict[str, pd.DataFrame], shown: int = 10) -> str:
+    """Which fitted runs have no recorded FLOP count (recorded before ``final/train_flops``) and
+    were placed by the earlier estimate instead; empty when none."""
+    runs = pd.concat(groups.values())
+    old = runs[runs["estimated"]]
+    if old.empty:
+        return ""
+    names = [f"`{r.arm}` seed {r.seed}" for r in old.sort_values(["arm", "seed"]).itertuples()]
+    more = f" and {len(names) - shown} more" if len(names) > shown else ""
+    return (
+        f"{len(old)} of the {len(runs)} fitted runs were recorded before their FLOPs were: "
+        f"{', '.join(names[:shown])}{more}. Their compute is the earlier estimate (6 per "
+        "non-embedding parameter per token plus attention), which leaves out the wiring's own "
+        "products and a tied head's, so it falls short of the recorded count."
+    )
 
 
 def _row(wiring: str, t: Trend, multiplier: str) -> tuple[str, ...]:

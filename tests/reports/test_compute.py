@@ -1,10 +1,12 @@
 """reports/compute.py and reports/flops.py: power-law fits, the rule for when loss falls with
 compute, and compute multipliers checked on curves whose answer the math fixes, plus the
-bootstrap's determinism and coverage of its own estimate; the FLOP count's linearity."""
+bootstrap's determinism and coverage of its own estimate; a trial's compute, recorded or (for
+runs recorded before the count) estimated, and the compute section naming the estimated runs."""
 
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from reports.compute import (
@@ -14,7 +16,11 @@ from reports.compute import (
     fit_power_law,
     scaling_trend,
 )
-from reports.flops import training_flops
+from reports.document import Paragraph
+from reports.flops import estimated_flops, trial_flops
+from reports.schema import Metric
+from reports.sections import compute_section
+from tests.reports.frames import sweep, trial
 
 A, ALPHA = 400.0, 0.076
 COMPUTE = np.logspace(15, 20, 6)
@@ -115,15 +121,48 @@ def test_fit_rejects_what_it_cannot_fit() -> None:
         fit_power_law([-1e18, 1e19], [3.0, 2.9])
 
 
-def test_training_flops_is_linear_in_tokens() -> None:
-    """Twice the tokens is twice the compute; zero tokens cost nothing."""
-    args = {"n_params": 85_000_000, "n_layers": 12, "d_model": 768, "seq_len": 1024}
-    one = training_flops(tokens=10**9, **args)
-    assert training_flops(tokens=2 * 10**9, **args) == pytest.approx(2 * one)
-    assert training_flops(tokens=0, **args) == 0.0
+def test_recorded_flops_win_over_the_estimate() -> None:
+    """A trial's recorded final/train_flops is its compute; without one (absent or NaN: recorded
+    before the count existed) the estimate stands in."""
+    row = pd.Series(trial("standard", 0, 2.0))
+    assert trial_flops(row) == estimated_flops(row)
+    assert trial_flops(pd.Series({**row, Metric.FINAL_TRAIN_FLOPS: 1.5e15})) == 1.5e15
+    assert trial_flops(pd.Series({**row, Metric.FINAL_TRAIN_FLOPS: np.nan})) == estimated_flops(row)
 
 
-def test_training_flops_reduces_to_6nd_without_context() -> None:
-    """With no attention context the count is the familiar 6 · N · D; context only adds."""
-    assert training_flops(10**8, 10**10, 12, 768, seq_len=0) == pytest.approx(6e18)
-    assert training_flops(10**8, 10**10, 12, 768, seq_len=1024) > 6e18
+def test_estimate_is_6nd_plus_attention() -> None:
+    """The estimate: 6 per non-embedding parameter (the recorded count less the tied embedding)
+    plus 6 n_layers seq_len d_model, per token of every step; twice the steps, twice the FLOPs."""
+    row = pd.Series(trial("standard", 0, 2.0))
+    n, d, vocab, seq = 4, 32, 256, 32
+    tokens = 20 * 4 * seq  # max_steps x batch_size x seq_len
+    per_token = 6 * (12 * n * d * d) + 6 * n * seq * d  # frames.trial's parameter count
+    assert estimated_flops(row) == per_token * tokens
+    assert row[Metric.FINAL_PARAMS] == 12 * n * d * d + vocab * d
+    longer = pd.Series({**row, "train.max_steps": 40})
+    assert estimated_flops(longer) == 2 * estimated_flops(row)
+
+
+def test_compute_section_names_the_runs_placed_by_the_estimate() -> None:
+    """Runs with a recorded count are fitted on it and named nowhere; the note lists exactly the
+    runs without one, and is absent when every run has one."""
+    rows = []
+    for residual in ("standard", "block_attnres"):
+        for d in (32, 64, 96):
+            for seed in (0, 1):
+                row = trial(residual, seed, 1.0, model__residual=residual, model__d_model=d)
+                row[Metric.FINAL_TRAIN_FLOPS] = 1e12 * d * (2 if residual == "standard" else 3)
+                row[Metric.FINAL_VAL_LOSS] = 50.0 * row[Metric.FINAL_TRAIN_FLOPS] ** -0.05
+                rows.append(row)
+
+    def notes(rows: list[dict[str, object]]) -> list[str]:
+        section = compute_section(sweep(rows))
+        assert section is not None
+        return [b.text for b in section.blocks if isinstance(b, Paragraph) and "recorded" in b.text]
+
+    assert notes(rows) == []
+    rows[0][Metric.FINAL_TRAIN_FLOPS] = np.nan  # standard, d 32, seed 0
+    del rows[7][Metric.FINAL_TRAIN_FLOPS]  # block_attnres, d 32, seed 1
+    (note,) = notes(rows)
+    assert note.startswith("2 of the 12 fitted runs were recorded before their FLOPs were:")
+    assert "`block_attnres` seed 1, `standard` seed 0." in note

@@ -16,6 +16,7 @@ import torch
 from trainers.config import RunConfig
 from trainers.config_io import from_dict
 from trainers.divergence import SETTLE_STEPS, DivergenceGuard, DivergenceRule
+from trainers.flops import flops_per_token
 from trainers.run import TrainResult, train
 
 
@@ -161,10 +162,16 @@ def test_normal_run_finishes_with_the_default_status(tmp_path: Path, cache: Path
 
 
 def test_tiny_time_limit_times_out_after_the_first_step(tmp_path: Path, cache: Path) -> None:
-    """time_limit_s 1e-9: the run ends after step 1 as timed_out, with no validation run."""
+    """time_limit_s 1e-9: the run ends after step 1 as timed_out, with no validation run; its
+    training FLOPs are those of the one step it trained."""
     cfg = _run(cache, val_every=1, diagnostics_every=0)
     result, _ = train(cfg, tmp_path / "run", progress=False, time_limit_s=1e-9)
     assert (result.status, result.steps, result.stop_step) == ("timed_out", 1, 1)
+    per_token = flops_per_token(cfg.model).total
+    assert (result.flops_per_token, result.train_flops) == (
+        per_token,
+        per_token * cfg.train.batch_size * cfg.model.seq_len,
+    )
     assert result.reason == "ran past the 1e-09-second limit at step 1"
     assert math.isnan(result.val_loss) and result.val_bpb is None
     assert not [r for r in _rows(tmp_path / "run") if r.get("val/loss")]
