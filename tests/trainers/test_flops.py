@@ -125,7 +125,8 @@ def point(n_layers: int, d: int, blocks: int, **overrides: object) -> ModelConfi
 
 
 def test_flops_match_the_counter(wiring: dict[str, str]) -> None:
-    """Every valid wiring at two depths and widths: the count, converted, is the counter's."""
+    """Every wiring cell (every residual and placement, each norm and norm scaling; none of
+    these changes a product) at two depths and widths: the count, converted, is the counter's."""
     fast = {"mhc_sinkhorn_iters": 2} if wiring["residual"] == "mhc" else {}
     for n_layers, d, blocks in POINTS:
         cfg = plain_path(point(n_layers, d, blocks, **wiring, **fast))
