@@ -88,6 +88,14 @@ def add_sweep_parser(sub: Any) -> None:
         "`optuna-dashboard URL` browses it while the sweep runs, and a driver on another "
         "machine continues it",
     )
+    p.add_argument(
+        "--peak-flops",
+        type=float,
+        metavar="FLOP/S",
+        help="the peak each trial's MFU is measured against, e.g. 989.5e12 (default: the "
+        "GPU's dense bf16 or fp32 datasheet peak from trainers/device_cost.py, or a timed "
+        "matmul on a CPU or an unlisted GPU); recorded per trial, not part of the plan",
+    )
     p.add_argument("--verbose", action="store_true", help="show Ray's own output")
     p.set_defaults(run=run)
 
@@ -125,6 +133,7 @@ def run(args: argparse.Namespace) -> int:
         trial_timeout_min=args.trial_timeout,
         time_budget_h=args.time_budget,
         study_storage=args.study_storage,
+        peak_flops=args.peak_flops,
         verbose=args.verbose,
     )
     return run_sweep(opts)

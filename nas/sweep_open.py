@@ -163,4 +163,5 @@ def context(opts: SweepOptions, p: Plan, record: SweepRecord) -> SweepContext:
         trial_timeout_s=None if opts.trial_timeout_min is None else opts.trial_timeout_min * 60,
         deadline=None if opts.time_budget_h is None else time.time() + opts.time_budget_h * 3600,
         folder=str(p.folder),
+        peak_flops=opts.peak_flops,
     )

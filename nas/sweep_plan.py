@@ -39,6 +39,7 @@ class SweepOptions:
     trial_timeout_min: float | None = None  # end a trial that runs longer (timed_out)
     time_budget_h: float | None = None  # launch no trial after this much wall time
     study_storage: str | None = None  # searches: the Optuna study in this database
+    peak_flops: float | None = None  # FLOP/s for every trial's MFU instead of its device's peak
     verbose: bool = False
 
 
@@ -94,6 +95,7 @@ def plan(opts: SweepOptions) -> Plan:
     for flag, value in (
         ("--trial-timeout", opts.trial_timeout_min),
         ("--time-budget", opts.time_budget_h),
+        ("--peak-flops", opts.peak_flops),
     ):
         if value is not None and not (value > 0 and math.isfinite(value)):
             raise ValueError(f"{flag} {value}: must be a positive number")

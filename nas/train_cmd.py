@@ -39,6 +39,13 @@ def add_train_parser(sub: Any) -> None:
         "applies on top)",
     )
     p.add_argument("--tracking-uri", help="MLflow store for --from-run (default as nas sweep)")
+    p.add_argument(
+        "--peak-flops",
+        type=float,
+        metavar="FLOP/S",
+        help="the peak the run's MFU is measured against (default as nas sweep: the GPU's "
+        "datasheet peak, or a timed matmul)",
+    )
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     p.set_defaults(run=run_train)
 
@@ -97,12 +104,15 @@ def run_train(args: argparse.Namespace) -> int:
         f"training {m.residual}/{m.placement}/{m.norm}, {m.n_layers} blocks, d_model "
         f"{m.d_model}, on {source.name}; outputs in {out}"
     )
-    result, model = train(cfg, out, source=source, progress=not args.no_progress)
+    result, model = train(
+        cfg, out, source=source, progress=not args.no_progress, peak_flops=args.peak_flops
+    )
     save_run(out, cfg, result, model)
     finished = result.status == "finished"
     if not finished:  # one line: what happened, where and why (the reason names the step)
         print(f"{result.status.replace('_', ' ')}: {result.reason}; no final validation")
     _print_metrics(result, "" if finished else "last finite ")
+    _print_cost(result)
     _print_dilution(result.dilution, out, "final" if finished else "last profile")
     return 0 if finished else 1
 
@@ -117,6 +127,15 @@ def _print_metrics(result: Any, which: str) -> None:
         return
     bpb = "" if result.val_bpb is None else f"  val/bpb {result.val_bpb:.4f}"
     print(f"{which}val/loss {result.val_loss:.4f}{bpb}  {run}")
+
+
+def _print_cost(result: Any) -> None:
+    c = result.cost
+    print(
+        f"cost: peak memory {c.peak_mem_mb:,.0f} MB, MFU {c.mfu:.1%} of "
+        f"{c.peak_flops / 1e12:.3g} TFLOP/s ({c.peak_flops_source}), "
+        f"{c.device_hours(result.wall_s):.3g} {c.device_unit}-hours"
+    )
 
 
 def _print_dilution(summaries: dict[str, float], out: Path, which: str) -> None:

@@ -19,7 +19,13 @@ from typing import Any
 from nas.checkpoints import CKPT_NAME
 from nas.outbox import TrackingOutage, journal_path
 from nas.spec import TrialSpec, proposal_identity, search_spec
-from nas.tracking import SweepRecord, TrialRun, find_trial
+from nas.tracking import (
+    CUDA_VISIBLE_TAG,
+    RAY_GPU_IDS_TAG,
+    SweepRecord,
+    TrialRun,
+    find_trial,
+)
 from reports.schema import GRID_PARAM, SETTLED, Metric, Report, Status, Tag
 from search_spaces.space import Space
 from trainers.config import RunConfig
@@ -44,6 +50,9 @@ class SweepContext:
     # key -> checkpoint files (newest first) written for it by earlier invocations
     resume_from: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     trial_timeout_s: float | None = None
+    # --peak-flops: the FLOP/s a trial's MFU is measured against instead of its device's peak
+    # (trainers.device_cost); a fact about the machine, not the configuration: no hash has it
+    peak_flops: float | None = None
     deadline: float | None = None  # time.time() after which no trial starts (--time-budget)
     folder: str | None = None  # the sweep's storage folder: the trials' metric journals
 
@@ -76,6 +85,7 @@ def run_trial(config: dict[str, Any], ctx: SweepContext) -> None:
         tune.report({Report.STATUS: DEFERRED, Report.KEY: ctx.key_for(config)})
         return
     tags = {Tag.TRIAL_ID: tune.get_context().get_trial_id(), Tag.NODE: _node_id(), **ctx.tags}
+    tags |= _ray_gpus()
     try:
         spec = ctx.spec_for(config)
     except ValueError as err:  # a sampler proposed an invalid combination: no training spent
@@ -84,6 +94,7 @@ def run_trial(config: dict[str, Any], ctx: SweepContext) -> None:
     if _settled(ctx, spec.key):  # a search proposed a point it has run: nothing runs twice
         return
     tags |= {Tag.ARM: spec.arm, Tag.SEED: str(spec.seed), Tag.HARDWARE: _hardware()}
+    tags |= _cost_tags(spec.config, ctx.peak_flops)
     run = TrialRun(ctx.record, spec.key, flatten(spec.config), tags, ctx.journal(spec.key))
     out = Path(tune.get_context().get_trial_dir())
     try:
@@ -137,6 +148,8 @@ def _finish(run: TrialRun, spec: TrialSpec, result: Any, ctx: SweepContext, tria
         Metric.FINAL_FLOPS_PER_TOKEN: float(result.flops_per_token),
         Metric.FINAL_TRAIN_FLOPS: float(result.train_flops),
     }
+    if result.cost is not None:
+        final |= _cost_metrics(result.cost, trial_s)
     run.log_metrics(final, result.steps)  # non-finite values are left out
     run.end(status, result.reason, result.steps)
     tune.report(
@@ -155,6 +168,31 @@ def _objectives(status: Status, result: Any, ctx: SweepContext) -> dict[str, flo
     if status == Status.DIVERGED or not math.isfinite(result.val_loss):
         return {**values, **ctx.worst} if ctx.worst else {k: math.inf for k in values}
     return {**values, Report.STEP: result.steps}
+
+
+def _cost_tags(cfg: RunConfig, peak_flops: float | None) -> dict[str, str]:
+    """Where the trial's MFU peak comes from and what its device-hours count, known before it
+    trains (a CPU's peak is measured here, once per worker; ``train`` reuses the figure)."""
+    from trainers.device_cost import DEVICE_UNITS, CostMeter
+    from trainers.run import resolve_precision
+
+    t = cfg.train
+    meter = CostMeter(t.accelerator, resolve_precision(t), peak_flops)
+    return {Tag.PEAK_FLOPS_SOURCE: meter.peak.source, Tag.DEVICE_UNIT: DEVICE_UNITS[meter.device]}
+
+
+def _cost_metrics(cost: Any, trial_s: float) -> dict[str, float]:
+    """A ``trainers.device_cost.Cost`` as final metrics; device-hours over the whole trial
+    function, which holds its devices for that long. NVML's only where it was read."""
+    metrics = {
+        Metric.FINAL_PEAK_MEM_MB: cost.peak_mem_mb,
+        Metric.FINAL_MFU: cost.mfu,
+        Metric.FINAL_PEAK_FLOPS: cost.peak_flops,
+        Metric.FINAL_DEVICE_HOURS: cost.device_hours(trial_s),
+        Metric.FINAL_GPU_UTIL: cost.gpu_util,
+        Metric.FINAL_GPU_POWER_W: cost.gpu_power_w,
+    }
+    return {k: float(v) for k, v in metrics.items() if v is not None}
 
 
 def _hardware() -> str:
@@ -176,6 +214,19 @@ def _node_id() -> str:
     return str(ray.get_runtime_context().get_node_id())
 
 
+def _ray_gpus() -> dict[str, str]:
+    """The GPUs Ray assigned this trial (fractions share an id), as Ray numbers them and as
+    ``CUDA_VISIBLE_DEVICES`` shows them (the tag is absent where it is unset). What the trial
+    trains on is ``DeviceTag``'s: torch's view, which Ray's assignment does not change."""
+    import os
+
+    import ray
+
+    tags = {RAY_GPU_IDS_TAG: ",".join(str(i) for i in ray.get_gpu_ids())}
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    return tags if visible is None else {**tags, CUDA_VISIBLE_TAG: visible}
+
+
 def _infeasible(
     ctx: SweepContext, config: Mapping[str, Any], tags: dict[str, str], reason: str
 ) -> None:
@@ -193,7 +244,7 @@ def _infeasible(
 def _fit(spec: TrialSpec, out: Path, run: TrialRun, ctx: SweepContext) -> Any:
     from ray import tune
 
-    from nas.lightning_hooks import TrialLogger, TuneReporter
+    from nas.lightning_hooks import DeviceTag, TrialLogger, TuneReporter
     from trainers.run import train
 
     def fit(ckpt: Path | None) -> Any:
@@ -201,10 +252,11 @@ def _fit(spec: TrialSpec, out: Path, run: TrialRun, ctx: SweepContext) -> Any:
             spec.config,
             out,
             logger=TrialLogger(run),
-            callbacks=[TuneReporter(spec.key)],
+            callbacks=[DeviceTag(run), TuneReporter(spec.key)],
             progress=False,
             ckpt_path=ckpt,
             time_limit_s=ctx.trial_timeout_s,
+            peak_flops=ctx.peak_flops,
         )
         return result
 

@@ -76,10 +76,11 @@ class SweepData:
       versions, plans: how many plan files it holds, and its ``sweep/*`` metrics)
     - ``trials``: one row per trial run (``TRIAL_COLUMNS``): run_id, status (a ``Status``
       value), reason, status_step, run_status (MLflow's), key, arm, seed, node, hardware,
-      git_commit, version, start, end (reason, status_step, node, hardware, git_commit, version
-      missing where the run did not record them, as is seed on an old infeasible record; never
-      an empty string); then every param under its dotted name (numbers parsed), every
-      latest metric under its name, and best_val_loss
+      git_commit, version, start, end, device_unit, peak_flops_source (reason, status_step,
+      node, hardware, git_commit, version and the last two missing where the run did not
+      record them, as is seed on an old infeasible record; never an empty string); then
+      every param under its dotted name (numbers parsed), every latest metric under its name,
+      and best_val_loss
     - ``curves``: run_id, metric, step, value for the validation metrics
     - ``profiles``: run_id, block, output_norm, stream_norm, grad_norm of each trial's last
       dilution profile; ``depth_weights``: run_id -> (site x source) softmax weights
@@ -118,6 +119,8 @@ TRIAL_COLUMNS = (
     "version",
     "start",
     "end",
+    "device_unit",
+    "peak_flops_source",
 )
 
 
@@ -372,6 +375,9 @@ def _trial_row(run: Any) -> dict[str, Any]:
         "version": tags.get(Tag.VERSION),
         "start": _time(run.info.start_time),
         "end": _time(run.info.end_time),
+        # what final/device_hours counts and final/peak_flops came from (trainers.device_cost)
+        "device_unit": tags.get(Tag.DEVICE_UNIT),
+        "peak_flops_source": tags.get(Tag.PEAK_FLOPS_SOURCE),
         **{k: _number(v) for k, v in run.data.params.items()},
         **run.data.metrics,
     }

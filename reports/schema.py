@@ -66,6 +66,10 @@ class Tag:
     CONFIG_HASH = "nas.config_hash"
     NODE = "nas.node"
     HARDWARE = "nas.hardware"
+    # trainers.device_cost: where final/peak_flops came from (a table row, a measured matmul,
+    # or --peak-flops), and what final/device_hours counts ("GPU" or "CPU core")
+    PEAK_FLOPS_SOURCE = "nas.peak_flops_source"
+    DEVICE_UNIT = "nas.device_unit"
     GIT_COMMIT = "nas.git_commit"
     VERSION = "nas.version"
 
@@ -90,6 +94,17 @@ class Metric:
     # times the tokens of the steps actually trained
     FINAL_FLOPS_PER_TOKEN = "final/flops_per_token"
     FINAL_TRAIN_FLOPS = "final/train_flops"
+    # trainers.device_cost: what the trial cost. Peak memory in MB of 2**20 bytes (GPU: torch's
+    # allocated peak; CPU: the process's peak resident set during the fit); MFU = FLOPs per
+    # token x tokens trained per second of the fit / the device's peak FLOP/s; device-hours =
+    # the trial's time x its devices (GPU-hours, or CPU core-hours); mean NVML utilisation (%)
+    # and power (W) only where a GPU and nvidia-ml-py are
+    FINAL_PEAK_MEM_MB = "final/peak_mem_mb"
+    FINAL_MFU = "final/mfu"
+    FINAL_PEAK_FLOPS = "final/peak_flops"
+    FINAL_DEVICE_HOURS = "final/device_hours"
+    FINAL_GPU_UTIL = "final/gpu_util"
+    FINAL_GPU_POWER_W = "final/gpu_power_w"
     DILUTION_PREFIX = "dilution/"
     # parent run
     SWEEP_PREFIX = "sweep/"
@@ -113,6 +128,12 @@ FINAL_METRICS = (
     Metric.FINAL_STEPS,
     Metric.FINAL_FLOPS_PER_TOKEN,
     Metric.FINAL_TRAIN_FLOPS,
+    Metric.FINAL_PEAK_MEM_MB,
+    Metric.FINAL_MFU,
+    Metric.FINAL_PEAK_FLOPS,
+    Metric.FINAL_DEVICE_HOURS,
+    Metric.FINAL_GPU_UTIL,
+    Metric.FINAL_GPU_POWER_W,
 )
 
 

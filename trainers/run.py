@@ -16,6 +16,7 @@ from trainers.data import DataSource
 if TYPE_CHECKING:
     from torch import nn
 
+    from trainers.device_cost import Cost
     from trainers.divergence import DivergenceGuard, TimeLimit
 
 
@@ -43,6 +44,7 @@ class TrainResult:
     step_s: float = 0.0  # of wall_s, the time inside training steps (this process's steps)
     flops_per_token: int = 0  # training FLOPs per token (trainers.flops), the wiring's included
     train_flops: int = 0  # flops_per_token times the tokens of the ``steps`` trained
+    cost: Cost | None = None  # peak memory, MFU, devices (trainers.device_cost); None: unmeasured
     dilution: dict[str, float] = field(default_factory=dict)  # the last profile's summaries
     status: RunStatus = "finished"
     reason: str = ""  # one line: why it diverged or timed out ("" when finished)
@@ -96,16 +98,19 @@ def train(
     progress: bool = True,
     ckpt_path: Path | None = None,
     time_limit_s: float | None = None,
+    peak_flops: float | None = None,
 ) -> tuple[TrainResult, nn.Module]:
     """Fit ``cfg``; return the final validation metrics and the trained ``DeepTransformer``.
     Writes Lightning's logs (CSV by default) under ``out_dir``; the caller owns everything else
     written there. The run ends early, without raising, when its training loss diverges
     (``train.divergence_factor``) or when ``time_limit_s`` seconds of the fit have passed; the
-    result's ``status`` says so."""
+    result's ``status`` says so. ``peak_flops`` (FLOP/s) replaces the device's peak in the
+    result's MFU (``trainers.device_cost``)."""
     import lightning as L
 
     from trainers.callbacks import LastFiniteValidation
     from trainers.datamodule import LMDataModule
+    from trainers.device_cost import CostMeter
     from trainers.flops import flops_per_token, train_flops
     from trainers.model import num_params
     from trainers.module import LanguageModelModule
@@ -120,11 +125,13 @@ def train(
     stops = _early_stops(t, time_limit_s)
     last_val = LastFiniteValidation(VAL_LOSS)
     timer = StepTimer()
+    meter = CostMeter(t.accelerator, resolve_precision(t), peak_flops)
     dilution = _dilution_callback(cfg, data, out_dir)
     # The run's own callbacks before the caller's: a caller's callback that checkpoints at a
     # validation (the sweep's) then saves their state as it is after that validation.
-    every = [*stops, last_val, *callbacks, timer, *([dilution] if dilution else [])]
+    every = [*stops, last_val, *callbacks, timer, meter.monitor, *([dilution] if dilution else [])]
     trainer = _trainer(cfg, out_dir, every, logger, progress)
+    meter.start()
     start = time.perf_counter()
     # A resumed trial's checkpoint is loaded with weights_only: it holds tensors and plain data.
     trainer.fit(module, datamodule=data, ckpt_path=ckpt_path, weights_only=True)
@@ -132,6 +139,7 @@ def train(
     if stop is None and trainer.global_step % t.val_every:  # the last step was not a validation
         trainer.validate(module, datamodule=data, verbose=False)
     wall = time.perf_counter() - start
+    per_token, seq = flops_per_token(cfg.model).total, cfg.model.seq_len
     metrics = last_val.metrics if stop else _floats(trainer.callback_metrics)
     result = TrainResult(
         val_loss=metrics.get(VAL_LOSS, math.nan),
@@ -141,9 +149,11 @@ def train(
         wall_s=wall,
         tokens_per_s=trainer.global_step * t.batch_size * cfg.model.seq_len / wall,
         step_s=timer.total_s,
-        flops_per_token=flops_per_token(cfg.model).total,
+        flops_per_token=per_token,
         train_flops=train_flops(cfg.model, trainer.global_step, t.batch_size),
         dilution=dilution.last.summaries() if dilution and dilution.last else {},
+        # the steps this process trained (a resumed run's global_step counts earlier ones)
+        cost=meter.finish(per_token * len(timer.durations) * t.batch_size * seq / wall),
     )
     if stop is not None:
         result = replace(result, status=stop.status, reason=stop.reason, stop_step=stop.step)

@@ -1,0 +1,185 @@
+"""The cost section: what each arm's trials cost on their devices (means over its finished
+seeds), its loss beside its time and memory overhead against its baseline, and what the whole
+sweep spent in device-hours. A trial recorded before the harness measured its cost shows "—",
+never 0.
+
+The overheads sit here rather than in the results table, which already holds 13 columns: this
+table repeats each arm's final loss beside them, so that a wiring's gain and its price read on
+one row (AttnRes and Hyper-Connections claim both)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import pandas as pd
+
+from reports.ablation import ArmRow, with_arms
+from reports.document import Paragraph, Section, Table
+from reports.load import SweepData
+from reports.outcomes import comparable, configured
+from reports.schema import Metric
+from reports.sections.cells import fmt
+
+COLUMNS = (
+    "arm",
+    "final val loss",
+    "time ×",
+    "mem ×",
+    "step ms",
+    "tokens/s",
+    "peak mem MB",
+    "MFU",
+    "device-hours",
+)
+NVML_COLUMNS = ("GPU util %", "GPU W")
+STEP_MS = "step_ms"  # derived per trial: time inside training steps per step
+
+
+@dataclass(frozen=True)
+class ArmCost:
+    """One arm's means over its finished trials; NaN where none recorded the figure."""
+
+    arm: str
+    baseline: str | None
+    loss: float
+    step_ms: float
+    tokens_per_s: float
+    peak_mem_mb: float
+    mfu: float
+    device_hours: float
+    gpu_util: float
+    gpu_power_w: float
+
+
+def _mean(frame: pd.DataFrame, column: str) -> float:
+    """The mean over the trials that recorded ``column`` (older records lack it): NaN if none."""
+    if column not in frame:
+        return math.nan
+    values = pd.to_numeric(frame[column], errors="coerce").dropna()
+    return float(values.mean()) if len(values) else math.nan
+
+
+def _with_step_ms(trials: pd.DataFrame) -> pd.DataFrame:
+    if Metric.FINAL_STEP_S not in trials or Metric.FINAL_STEPS not in trials:
+        return trials.assign(**{STEP_MS: math.nan})
+    steps = pd.to_numeric(trials[Metric.FINAL_STEPS], errors="coerce")
+    per_step = 1000 * pd.to_numeric(trials[Metric.FINAL_STEP_S], errors="coerce") / steps
+    return trials.assign(**{STEP_MS: per_step.where(steps > 0)})
+
+
+def arm_costs(trials: pd.DataFrame, rows: list[ArmRow]) -> list[ArmCost]:
+    """The cost of each arm of ``rows`` (the results table's, in its order), over the same
+    finished trials its statistics use."""
+    labelled = _with_step_ms(configured(with_arms(trials)))
+    groups = {str(arm): comparable(g) for arm, g in labelled.groupby("arm")}
+    out = []
+    for row in rows:
+        done = groups.get(row.arm, labelled.iloc[:0])
+        out.append(
+            ArmCost(
+                arm=row.arm,
+                baseline=row.baseline,
+                loss=row.final.mean,
+                step_ms=_mean(done, STEP_MS),
+                tokens_per_s=_mean(done, Metric.FINAL_TOKENS_PER_S),
+                peak_mem_mb=_mean(done, Metric.FINAL_PEAK_MEM_MB),
+                mfu=_mean(done, Metric.FINAL_MFU),
+                device_hours=_mean(done, Metric.FINAL_DEVICE_HOURS),
+                gpu_util=_mean(done, Metric.FINAL_GPU_UTIL),
+                gpu_power_w=_mean(done, Metric.FINAL_GPU_POWER_W),
+            )
+        )
+    return out
+
+
+def _ratio(value: float, base: float) -> str:
+    return f"{value / base:.2f}×" if math.isfinite(value / base) and base > 0 else "—"
+
+
+def _num(x: float, spec: str) -> str:
+    return format(x, spec) if math.isfinite(x) else "—"
+
+
+def _cells(c: ArmCost, base: ArmCost | None, nvml: bool) -> tuple[str, ...]:
+    time_x = _ratio(c.step_ms, base.step_ms) if base else "—"
+    mem_x = _ratio(c.peak_mem_mb, base.peak_mem_mb) if base else "—"
+    cells = (
+        c.arm + (" (baseline)" if c.baseline == c.arm else ""),
+        fmt(c.loss),
+        time_x,
+        mem_x,
+        _num(c.step_ms, ",.1f"),
+        _num(c.tokens_per_s, ",.0f"),
+        _num(c.peak_mem_mb, ",.0f"),
+        _num(100 * c.mfu, ".1f") + ("%" if math.isfinite(c.mfu) else ""),
+        _num(c.device_hours, ".3g"),
+    )
+    return (*cells, _num(c.gpu_util, ".0f"), _num(c.gpu_power_w, ".0f")) if nvml else cells
+
+
+def sweep_total(trials: pd.DataFrame) -> dict[str, float]:
+    """Device-hours summed over every trial that recorded them, whatever its status (a
+    diverged trial spent its time too), by what they count ("GPU", "CPU core")."""
+    if trials.empty or Metric.FINAL_DEVICE_HOURS not in trials:
+        return {}
+    hours = pd.to_numeric(trials[Metric.FINAL_DEVICE_HOURS], errors="coerce")
+    units = trials.get("device_unit", pd.Series(None, index=trials.index, dtype=object))
+    recorded = trials.assign(_hours=hours, _unit=units.fillna("device"))[hours.notna()]
+    return {str(u): float(h) for u, h in recorded.groupby("_unit")["_hours"].sum().items()}
+
+
+def _total_note(trials: pd.DataFrame) -> Paragraph:
+    total = sweep_total(trials)
+    ran = configured(trials)
+    recorded = (
+        int(pd.to_numeric(ran[Metric.FINAL_DEVICE_HOURS], errors="coerce").notna().sum())
+        if Metric.FINAL_DEVICE_HOURS in ran
+        else 0
+    )
+    spent = " + ".join(f"{h:.3g} {unit}-hours" for unit, h in sorted(total.items())) or "—"
+    text = f"Sweep total: {spent}, over the {recorded} of {len(ran)} trials that recorded it."
+    if recorded < len(ran):
+        text += (
+            " The others recorded none: trials recorded before the harness measured cost, "
+            "and trials that failed, were interrupted or were stopped by the scheduler before "
+            "their final metrics (their time is spent but not counted)."
+        )
+    return Paragraph(text)
+
+
+def _sources(trials: pd.DataFrame) -> str:
+    if "peak_flops_source" not in trials:
+        return ""
+    found = trials["peak_flops_source"].dropna().astype(str).value_counts()
+    return "; ".join(f"{s} ({n} trials)" for s, n in found.items())
+
+
+def cost_section(data: SweepData, rows: list[ArmRow]) -> Section | None:
+    """Each arm of the results table with its cost and overheads, and the sweep's total."""
+    if not rows:
+        return None
+    costs = arm_costs(data.trials, rows)
+    by_arm = {c.arm: c for c in costs}
+    nvml = any(math.isfinite(c.gpu_util) for c in costs)
+    body = tuple(_cells(c, by_arm.get(c.baseline or ""), nvml) for c in costs)
+    highlight = tuple(i for i, c in enumerate(costs) if c.baseline == c.arm)
+    caption = "means over each arm's finished seeds, in the results table's order"
+    table = Table(COLUMNS + (NVML_COLUMNS if nvml else ()), body, caption, highlight)
+    sources = _sources(configured(data.trials))
+    notes = [
+        Paragraph(
+            "time × and mem × are the arm's step time (time inside training steps per step) "
+            "and peak memory over its baseline's. Peak memory is torch's allocated peak on a "
+            "GPU and the process's peak resident set on a CPU, which includes the Python and "
+            "library footprint every arm shares, so CPU memory ratios read closer to 1. MFU is "
+            "training FLOPs per token (trainers/flops.py, the wiring's included) times the "
+            "tokens trained per second of the fit, over the device's peak"
+            + (f": {sources}." if sources else ".")
+            + " Device-hours are the trial's time times its devices: GPU-hours on a GPU, "
+            "core-hours on a CPU (its threads). — : not recorded (a trial recorded before "
+            "the harness measured cost)."
+        ),
+        _total_note(data.trials),
+    ]
+    return Section("Cost", (table, *notes))

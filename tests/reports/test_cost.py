@@ -1,0 +1,105 @@
+"""The cost section on constructed sweeps: each arm's means, its overheads against its baseline,
+the sweep's total device-hours, and "—" (never 0) for trials recorded before cost was measured."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from reports.build import build_report
+from reports.document import Paragraph, Section, Table
+from reports.schema import Metric, Status
+from reports.sections.cost import COLUMNS, NVML_COLUMNS, sweep_total
+from tests.reports.frames import sweep, trial
+
+
+def _costly(row: dict[str, Any], step_s: float, mem: float, hours: float, **more: Any) -> dict:
+    """A trial row that recorded its cost (20 steps, MFU 0.4, on CPU cores)."""
+    return {
+        **row,
+        Metric.FINAL_STEPS: 20.0,
+        Metric.FINAL_STEP_S: step_s,
+        Metric.FINAL_PEAK_MEM_MB: mem,
+        Metric.FINAL_MFU: 0.4,
+        Metric.FINAL_DEVICE_HOURS: hours,
+        "device_unit": "CPU core",
+        "peak_flops_source": "measured: cpu fp32 matmul, 2 threads",
+        **more,
+    }
+
+
+def _section(rows: list[dict[str, Any]]) -> Section:
+    doc = build_report(sweep(rows))
+    return next(s for s in doc.sections if s.title == "Cost")
+
+
+def _table(section: Section) -> dict[str, dict[str, str]]:
+    table = next(b for b in section.blocks if isinstance(b, Table))
+    return {
+        r[0].removesuffix(" (baseline)"): dict(zip(table.columns, r, strict=True))
+        for r in table.rows
+    }
+
+
+def _text(section: Section) -> str:
+    return " ".join(b.text for b in section.blocks if isinstance(b, Paragraph))
+
+
+def test_arm_means_and_overheads_against_the_baseline() -> None:
+    """Means over finished seeds only; time x and mem x are step time and peak memory over the
+    baseline's (1.00x for the baseline itself); MFU in percent; no NVML columns on a CPU."""
+    rows = [
+        _costly(trial("standard", 0, 3.0), 2.0, 400.0, 0.01),
+        _costly(trial("standard", 1, 3.2), 2.0, 400.0, 0.01),
+        _costly(trial("attnres", 0, 2.9, model__residual="attnres"), 3.0, 500.0, 0.02),
+        _costly(trial("attnres", 1, 2.9, model__residual="attnres"), 3.4, 540.0, 0.02),
+        _costly(
+            trial("attnres", 2, None, Status.DIVERGED, model__residual="attnres"), 99, 9e9, 0.5
+        ),
+    ]
+    table = _table(_section(rows))
+    assert list(next(iter(table.values()))) == list(COLUMNS)
+    base, arm = table["standard"], table["attnres"]
+    assert (base["time ×"], base["mem ×"]) == ("1.00×", "1.00×")
+    assert (arm["time ×"], arm["mem ×"]) == ("1.60×", "1.30×")  # 160 / 100 ms, 520 / 400 MB
+    assert (arm["step ms"], arm["peak mem MB"], arm["MFU"]) == ("160.0", "520", "40.0%")
+    assert arm["final val loss"] == "2.9000" and arm["device-hours"] == "0.02"
+
+
+def test_sweep_total_counts_every_trial_that_recorded_it() -> None:
+    """The total sums device-hours over every status (a diverged trial spent them), by unit, and
+    says how many trials recorded none."""
+    rows = [
+        _costly(trial("standard", 0, 3.0), 2.0, 400.0, 0.25),
+        _costly(trial("standard", 1, None, Status.DIVERGED), 1.0, 400.0, 0.5),
+        _costly(trial("standard", 2, 3.1), 2.0, 100.0, 2.0, device_unit="GPU"),
+        trial("standard", 3, 3.0),  # recorded before cost was measured
+    ]
+    assert sweep_total(sweep(rows).trials) == pytest.approx({"CPU core": 0.75, "GPU": 2.0})
+    text = _text(_section(rows))
+    assert "Sweep total: 0.75 CPU core-hours + 2 GPU-hours, over the 3 of 4 trials" in text
+
+
+def test_runs_without_cost_metrics_show_a_dash_never_zero() -> None:
+    """A sweep recorded before cost was measured: every cost cell is "—", the total too; the
+    loss and tokens/s (recorded before) still show."""
+    section = _section([trial("standard", 0, 3.0), trial("hyper", 0, 2.9, model__residual="hyper")])
+    for row in _table(section).values():
+        assert row["final val loss"] != "—" and row["tokens/s"] == "1,000"
+        assert {row[c] for c in COLUMNS if c not in ("arm", "final val loss", "tokens/s")} == {"—"}
+    assert "Sweep total: —, over the 0 of 2 trials" in _text(section)
+    assert sweep_total(sweep([trial("standard", 0, 3.0)]).trials) == {}
+
+
+def test_nvml_columns_appear_only_where_recorded() -> None:
+    """GPU utilisation and power columns appear when some trial recorded them; an arm without
+    them shows "—"."""
+    gpu = {Metric.FINAL_GPU_UTIL: 87.0, Metric.FINAL_GPU_POWER_W: 412.0, "device_unit": "GPU"}
+    rows = [
+        _costly(trial("standard", 0, 3.0), 2.0, 400.0, 0.01, **gpu),
+        _costly(trial("hyper", 0, 2.9, model__residual="hyper"), 2.0, 400.0, 0.01),
+    ]
+    table = _table(_section(rows))
+    assert (table["standard"][NVML_COLUMNS[0]], table["standard"][NVML_COLUMNS[1]]) == ("87", "412")
+    assert table["hyper"][NVML_COLUMNS[0]] == "—"
