@@ -21,6 +21,7 @@ from nas.outbox import TrackingOutage, journal_path
 from nas.spec import TrialSpec, proposal_identity, search_spec
 from nas.tracking import (
     CUDA_VISIBLE_TAG,
+    DEVICE_TAG,
     RAY_GPU_IDS_TAG,
     SweepRecord,
     TrialRun,
@@ -152,6 +153,9 @@ def _finish(run: TrialRun, spec: TrialSpec, result: Any, ctx: SweepContext, tria
         final |= _cost_metrics(result.cost, trial_s)
     run.log_metrics(final, result.steps)  # non-finite values are left out
     run.end(status, result.reason, result.steps)
+    # Written once the store has just answered (the outcome), never at the fit's start, where a
+    # store outage would stall training: a running trial's record names Ray's GPUs only.
+    run.client.set_tag(run.run_id, DEVICE_TAG, result.device)
     tune.report(
         {**_objectives(status, result, ctx), Report.STATUS: status.value, Report.KEY: spec.key}
     )
@@ -217,7 +221,8 @@ def _node_id() -> str:
 def _ray_gpus() -> dict[str, str]:
     """The GPUs Ray assigned this trial (fractions share an id), as Ray numbers them and as
     ``CUDA_VISIBLE_DEVICES`` shows them (the tag is absent where it is unset). What the trial
-    trains on is ``DeviceTag``'s: torch's view, which Ray's assignment does not change."""
+    trains on is ``nas.device`` (``TrainResult.device``): torch's view, which Ray's assignment
+    does not change."""
     import os
 
     import ray
@@ -244,7 +249,7 @@ def _infeasible(
 def _fit(spec: TrialSpec, out: Path, run: TrialRun, ctx: SweepContext) -> Any:
     from ray import tune
 
-    from nas.lightning_hooks import DeviceTag, TrialLogger, TuneReporter
+    from nas.lightning_hooks import TrialLogger, TuneReporter
     from trainers.run import train
 
     def fit(ckpt: Path | None) -> Any:
@@ -252,7 +257,7 @@ def _fit(spec: TrialSpec, out: Path, run: TrialRun, ctx: SweepContext) -> Any:
             spec.config,
             out,
             logger=TrialLogger(run),
-            callbacks=[DeviceTag(run), TuneReporter(spec.key)],
+            callbacks=[TuneReporter(spec.key)],
             progress=False,
             ckpt_path=ckpt,
             time_limit_s=ctx.trial_timeout_s,

@@ -60,9 +60,10 @@ def stop(pids: list[int]) -> None:
             os.kill(pid, signal.SIGKILL)
 
 
-def node_args(name: str, root: Path, cpus: int = 1) -> list[str]:
+def node_args(name: str, root: Path, cpus: int = 1, gpus: int = 0) -> list[str]:
     """Own ports and temp folder for one node: two raylets on one machine must not share the
-    fixed default ports (the dashboard agent's 52365 among them)."""
+    fixed default ports (the dashboard agent's 52365 among them). ``gpus``: logical GPUs, which
+    Ray assigns (and names in CUDA_VISIBLE_DEVICES) whether or not the machine has any."""
     return [
         f"--temp-dir={root / name}",
         f"--node-manager-port={free_port()}",
@@ -72,7 +73,7 @@ def node_args(name: str, root: Path, cpus: int = 1) -> list[str]:
         f"--metrics-export-port={free_port()}",
         f"--runtime-env-agent-port={free_port()}",
         f"--num-cpus={cpus}",
-        "--num-gpus=0",
+        f"--num-gpus={gpus}",
         "--disable-usage-stats",
     ]
 

@@ -45,6 +45,7 @@ class TrainResult:
     flops_per_token: int = 0  # training FLOPs per token (trainers.flops), the wiring's included
     train_flops: int = 0  # flops_per_token times the tokens of the ``steps`` trained
     cost: Cost | None = None  # peak memory, MFU, devices (trainers.device_cost); None: unmeasured
+    device: str = ""  # the torch device Lightning trained on (cpu, cuda:0, ...), as torch saw it
     dilution: dict[str, float] = field(default_factory=dict)  # the last profile's summaries
     status: RunStatus = "finished"
     reason: str = ""  # one line: why it diverged or timed out ("" when finished)
@@ -149,6 +150,7 @@ def train(
         wall_s=wall,
         tokens_per_s=trainer.global_step * t.batch_size * cfg.model.seq_len / wall,
         step_s=timer.total_s,
+        device=str(trainer.strategy.root_device),
         flops_per_token=per_token,
         train_flops=train_flops(cfg.model, trainer.global_step, t.batch_size),
         dilution=dilution.last.summaries() if dilution and dilution.last else {},
