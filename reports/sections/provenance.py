@@ -22,6 +22,9 @@ DEFAULT_REASON: dict[Status, str] = {
     Status.KILLED: "interrupted; run the same command again to resume it",
     Status.STOPPED_EARLY: "stopped by the scheduler (ASHA)",
 }
+LIVE_REASON = (
+    "no outcome recorded yet: still training, or interrupted (then the same command resumes it)"
+)
 
 
 def provenance(data: SweepData) -> Section:
@@ -116,12 +119,12 @@ def _reasons(trials: pd.DataFrame, skipped: Sequence[dict[str, str]]) -> list[tu
         for _, row in trials[trials["status"] == status].iterrows():
             step = "—" if pd.isna(row["status_step"]) else str(row["status_step"])
             reason = row["reason"] if isinstance(row["reason"], str) else None
+            words = WORDS[status]
+            if status is Status.KILLED and row["run_status"] == "RUNNING":
+                # No outcome yet and MLflow still has the run open: it may be training now, or
+                # its driver died without closing it; the store cannot tell which.
+                words, reason = "running or interrupted", LIVE_REASON
             out.append(
-                (
-                    _label(row),
-                    WORDS[status],
-                    step,
-                    reason or DEFAULT_REASON.get(status, "not recorded"),
-                )
+                (_label(row), words, step, reason or DEFAULT_REASON.get(status, "not recorded"))
             )
     return out

@@ -133,6 +133,19 @@ def test_run_counts_and_reasons_use_the_statuses() -> None:
     assert reasons["key-b-0-4-32"][0] == "infeasible"  # an infeasible trial goes by its key
 
 
+def test_a_run_still_open_is_not_called_interrupted() -> None:
+    """A trial without an outcome whose MLflow run is still open may be training right now: the
+    report says "running or interrupted", not "interrupted"; a closed killed run stays
+    "interrupted"."""
+    live = {**trial("a", 1, None, Status.KILLED, step=None), "run_status": "RUNNING"}
+    rows = [trial("a", 0, 3.0), live, trial("a", 2, None, Status.KILLED, step=None)]
+    reasons = {r[0]: r[1:] for r in _table(provenance(sweep(rows)), "not in the").rows}
+    assert reasons["a seed 1"][0] == "running or interrupted"
+    assert "still training" in reasons["a seed 1"][2]
+    assert reasons["a seed 2"][0] == "interrupted"
+    assert reasons["a seed 2"][2].startswith("interrupted; run the same command")
+
+
 def test_counts_cover_every_status() -> None:
     """Every status has a count, zero where no trial ended so."""
     found = counts(sweep([trial("a", 0, 3.0)]).trials)
