@@ -7,14 +7,17 @@ from __future__ import annotations
 import math
 import os
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from nas.spec import TrialSpec, grid_specs
 from reports.redact import redact
 from reports.stores import check_store
 from search_spaces import Space, get_space, grid_cells
 from search_spaces.space import Skipped, nest
+from trainers.budget import LENGTH_FIELDS, REFERENCE_STEPS, check_one_length
 from trainers.config import RunConfig
 from trainers.config_io import from_dict, parse_overrides
 
@@ -69,13 +72,15 @@ def plan(opts: SweepOptions) -> Plan:
     extra = parse_overrides(opts.overrides)
     if opts.max_steps:
         extra.setdefault("train", {})["max_steps"] = opts.max_steps
+    check_one_length(extra)
     # A grid cell's point carries the space's base and is applied over ``base`` again, so a
     # --set of a key the space's base sets must replace it there too, or it is silently lost.
     flat = {
         f"{section}.{name}": v for section, fields in extra.items() for name, v in fields.items()
     }
+    space_base = command_line_length(space.base, flat)
     space = replace(
-        space, base={**space.base, **{k: v for k, v in flat.items() if k in space.base}}
+        space, base={**space_base, **{k: v for k, v in flat.items() if k in space_base}}
     )
     base = from_dict(extra, from_dict(nest(space.base)))
     cells, skipped = grid_cells(space, base) if space.kind == "grid" else ([], [])
@@ -103,6 +108,24 @@ def plan(opts: SweepOptions) -> Plan:
         _check_study_storage(opts.study_storage, space)
     _check_address(opts.address or os.environ.get("RAY_ADDRESS"))
     return Plan(space, name, base, grid_specs(cells), skipped, storage)
+
+
+def command_line_length(space_base: Mapping[str, Any], flat: Mapping[str, Any]) -> dict[str, Any]:
+    """The space's base under a run length given on the command line (``--max-steps``, or a
+    ``--set`` of train.max_steps, train.target_flops or train.tokens_per_param): it replaces
+    the space's own, so the two never meet in one configuration. When a budget replaces the
+    space's max_steps, the space's warm-up and validation interval are rescaled to the 600-step
+    schedule a budget scales from (``trainers.budget``), so they keep their fraction of the run."""
+    keys = [f"train.{n}" for n in LENGTH_FIELDS]
+    if not any(flat.get(k) for k in keys):
+        return dict(space_base)
+    out = {k: v for k, v in space_base.items() if k not in keys}
+    steps = space_base.get("train.max_steps")
+    if steps and not flat.get("train.max_steps"):
+        for key in ("train.warmup_steps", "train.val_every"):
+            if key in out:
+                out[key] = max(1 if out[key] else 0, round(out[key] * REFERENCE_STEPS / steps))
+    return out
 
 
 def _check_study_storage(url: str, space: Space) -> None:

@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from nas import package_version
-from trainers.config_io import build_config, field_help
+from trainers.budget import check_one_length, resolve_budget
+from trainers.config_io import build_config, field_help, parse_overrides
 
 
 def add_train_parser(sub: Any) -> None:
@@ -88,7 +89,8 @@ def _recorded_overrides(run_id: str, tracking_uri: str | None) -> list[str]:
 
 def run_train(args: argparse.Namespace) -> int:
     recorded = _recorded_overrides(args.from_run, args.tracking_uri) if args.from_run else []
-    cfg = build_config(args.config, [*recorded, *args.overrides])
+    check_one_length(parse_overrides(args.overrides))
+    cfg = resolve_budget(build_config(args.config, [*recorded, *args.overrides]))
     out = Path(args.out) if args.out else _default_out(cfg)
     if out.exists() and any(out.iterdir()):
         raise ValueError(f"--out {out}: folder exists and is not empty; choose a new one")

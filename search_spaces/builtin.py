@@ -112,6 +112,41 @@ def _table4() -> dict[str, dict[str, Any]]:
     }
 
 
+# Budgeted spaces (trainers.budget): each trial's max_steps comes from its FLOP budget and its own
+# FLOPs per token, warm-up and validation keep their fraction of the 600-step schedule (10%, and
+# three validations plus the last). CPU-sized: on 2 CPU cores with --concurrency 2, about 5 minutes
+# each (README), the widths where a CPU core does 15 to 30 GFLOP/s.
+BUDGETED: dict[str, Any] = {
+    "model.seq_len": 64,
+    "model.attnres_blocks": 4,
+    "train.batch_size": 16,
+    "train.warmup_steps": 60,
+    "train.val_every": 200,
+    "train.val_batches": 4,
+}
+# Three FLOP budgets about 3.3x and 3x apart: 40 to 1,325 steps over depths 2 to 8 at width 32.
+FRONTIER_BUDGETS = (3e10, 1e11, 3e11)
+
+
+def _architectures() -> dict[str, dict[str, Any]]:
+    """Fig. 7's grid at CPU size: d_model / n_layers in {6, 16, 48} (the paper's 15 to 75 at 100x
+    the width) x n_heads / n_layers in {0.5, 1} (the paper's 0.3 to 0.7), each shape near 2e5
+    sublayer weights (n_layers (4 d^2 + 2 d h): 221k, 197k, 221k) as the paper holds its ~2.3e8,
+    for standard and Block AttnRes (N = 4: blocks of 4, 2 and 1 sublayers at 8, 4 and 2 blocks)."""
+    shapes = {6: (8, 48), 16: (4, 64), 48: (2, 96)}  # d_model / n_layers -> (n_layers, d_model)
+    arms: dict[str, dict[str, Any]] = {}
+    for wiring in ("standard", "block_attnres"):
+        for ratio, (n_layers, d_model) in shapes.items():
+            for heads in (0.5, 1):
+                arms[f"{wiring}/d_per_L={ratio}/H_per_L={heads}"] = {
+                    "model.residual": wiring,
+                    "model.n_layers": n_layers,
+                    "model.d_model": d_model,
+                    "model.n_heads": int(heads * n_layers),
+                }
+    return arms
+
+
 BUILTIN: dict[str, Space] = {
     space.name: space
     for space in (
@@ -162,6 +197,28 @@ BUILTIN: dict[str, Space] = {
             base=TABLE4_SIZE,
             arms=_table4(),
             seeds=(0, 1, 2),
+        ),
+        Space(
+            name="compute_frontier",
+            description="iso-FLOP curves: 3 FLOP budgets (3e10, 1e11, 3e11) x n_layers 2, 4, 8 "
+            "at width 32 for standard and Block AttnRes, steps derived from each budget, 2 seeds "
+            "(about 5 minutes on 2 CPU cores at --concurrency 2)",
+            base={**BUDGETED, "model.d_model": 32, "model.n_heads": 2},
+            arms={"standard": CORE["standard"], "block_attnres": CORE["block_attnres"]},
+            params={
+                "train.target_flops": Choice(FRONTIER_BUDGETS),
+                "model.n_layers": Choice((2, 4, 8)),
+            },
+            seeds=(0, 1),
+        ),
+        Space(
+            name="architecture_sweep",
+            description="the AttnRes paper's Fig. 7 at one FLOP budget (3e11): d_model/n_layers "
+            "6, 16, 48 x n_heads/n_layers 0.5, 1 for standard and Block AttnRes, 2 seeds (about "
+            "5 minutes on 2 CPU cores at --concurrency 2)",
+            base={**BUDGETED, "train.target_flops": 3e11},
+            arms=_architectures(),
+            seeds=(0, 1),
         ),
         Space(
             name="tune_lr",

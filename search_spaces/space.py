@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from search_spaces.distributions import Distribution, from_data
+from trainers.budget import resolve_budget
 from trainers.config import RunConfig
 from trainers.config_io import from_dict
 
@@ -102,8 +103,9 @@ def nest(point: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
 
 def apply_point(base: RunConfig, point: Mapping[str, Any]) -> RunConfig:
     """The one way a sampled point becomes a configuration: ``base`` with the point's dotted
-    keys replaced, validated (invalid combinations raise ValueError naming the field)."""
-    return from_dict(nest(point), base)
+    keys replaced, validated (invalid combinations raise ValueError naming the field), its
+    training length derived from its budget where it has one (``trainers.budget``)."""
+    return resolve_budget(from_dict(nest(point), base))
 
 
 def arm_label(arm: str, point: Mapping[str, Any], space: Space) -> str:

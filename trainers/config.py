@@ -353,10 +353,27 @@ class TrainConfig:
 
     seed: int = _help("Seed for initialization, data order and dropout.", 0)
     batch_size: int = _help("Sequences per optimizer step.", 16)
-    max_steps: int = _help("Optimizer steps.", 600)
+    max_steps: int = _help(
+        "Optimizer steps (with target_flops or tokens_per_param: derived from the budget; leave "
+        "it at its default).",
+        600,
+    )
+    target_flops: float = _help(
+        "Training FLOPs budget (trainers.flops' count, the wiring's included): max_steps = "
+        "ceil(target_flops / (FLOPs per token x batch_size x seq_len)), warmup_steps and "
+        "val_every scaled from the 600-step schedule (trainers.budget); 0: no budget.",
+        0.0,
+    )
+    tokens_per_param: float = _help(
+        "Data-to-parameter ratio: train on this many tokens per weight-matrix parameter of the "
+        "sublayers, n_layers (4 d^2 + 2 d h); max_steps derived as for target_flops; 0: none.",
+        0.0,
+    )
     lr: float = _help("Peak learning rate (AdamW).", 3e-3)
     min_lr_ratio: float = _help("Final learning rate as a fraction of lr (cosine floor).", 0.1)
-    warmup_steps: int = _help("Linear warm-up steps before cosine decay.", 50)
+    warmup_steps: int = _help(
+        "Linear warm-up steps before cosine decay (with a budget: of a 600-step run, scaled).", 50
+    )
     weight_decay: float = _help("AdamW weight decay (never on norms, biases, gains, queries).", 0.1)
     beta1: float = _help("AdamW beta1.", 0.9)
     beta2: float = _help("AdamW beta2.", 0.95)
@@ -367,7 +384,11 @@ class TrainConfig:
         "infinite loss always ends it).",
         4.0,
     )
-    val_every: int = _help("Validate every this many steps (and at the end).", 200)
+    val_every: int = _help(
+        "Validate every this many steps, and at the end (with a budget: of a 600-step run, "
+        "scaled).",
+        200,
+    )
     val_batches: int = _help("Validation batches per validation.", 8)
     log_every: int = _help("Log training loss every this many steps.", 10)
     diagnostics_every: int = _help("Dilution profile every this many validations (0: off).", 1)
@@ -391,6 +412,14 @@ class TrainConfig:
         for name in ("batch_size", "max_steps", "val_every", "val_batches", "log_every"):
             _at_least(s, name, getattr(self, name), 1)
         _at_least(s, "warmup_steps", self.warmup_steps, 0)
+        # ranges, not lower bounds: a NaN or infinite budget fails them
+        _in_range(s, "target_flops", self.target_flops, 0.0, 1e30)
+        _in_range(s, "tokens_per_param", self.tokens_per_param, 0.0, 1e9)
+        if self.target_flops > 0 and self.tokens_per_param > 0:
+            raise ValueError(
+                f"{s}.target_flops, {s}.tokens_per_param: both set; set exactly one of "
+                f"{s}.max_steps, {s}.target_flops, {s}.tokens_per_param"
+            )
         _at_least(s, "diagnostics_every", self.diagnostics_every, 0)
         _at_least(s, "diagnostics_batch", self.diagnostics_batch, 1)
         if self.lr <= 0:

@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from trainers.budget import resolve_budget
 from trainers.config import RunConfig, TrainConfig
 from trainers.data import DataSource
 
@@ -107,6 +108,11 @@ def train(
     (``train.divergence_factor``) or when ``time_limit_s`` seconds of the fit have passed; the
     result's ``status`` says so. ``peak_flops`` (FLOP/s) replaces the device's peak in the
     result's MFU (``trainers.device_cost``)."""
+    if resolve_budget(cfg) != cfg:  # a budget trains its own length, never max_steps' default
+        raise ValueError(
+            "train: the configuration's budget is not resolved; build it with "
+            "trainers.budget.resolve_budget (nas train and every sweep trial do)"
+        )
     import lightning as L
 
     from trainers.callbacks import LastFiniteValidation
