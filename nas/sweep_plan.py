@@ -117,9 +117,12 @@ def command_line_length(space_base: Mapping[str, Any], flat: Mapping[str, Any]) 
     space's max_steps, the space's warm-up and validation interval are rescaled to the 600-step
     schedule a budget scales from (``trainers.budget``), so they keep their fraction of the run."""
     keys = [f"train.{n}" for n in LENGTH_FIELDS]
-    if not any(flat.get(k) for k in keys):
+    given = [k for k in keys if flat.get(k)]
+    if not given:
         return dict(space_base)
-    out = {k: v for k, v in space_base.items() if k not in keys}
+    # A given length the space's base holds stays there, to be replaced: a trial's key hashes
+    # its point, which holds the space's base, so --max-steps keeps the keys it always made.
+    out = {k: v for k, v in space_base.items() if k not in keys or k in given}
     steps = space_base.get("train.max_steps")
     if steps and not flat.get("train.max_steps"):
         for key in ("train.warmup_steps", "train.val_every"):

@@ -158,3 +158,16 @@ def test_two_lengths_on_a_sweep_command_line_are_refused(tmp_path: object) -> No
         _plan(tmp_path, "smoke", "train.target_flops=1e9", max_steps=30)
     with pytest.raises(ValueError, match="is set together with train.target_flops"):
         _plan(tmp_path, "compute_frontier", max_steps=30)
+
+
+def test_max_steps_on_the_command_line_keeps_the_trial_keys(tmp_path: object) -> None:
+    """--max-steps on a space whose base sets max_steps replaces it in every cell's point, as
+    before budgets existed: the points, and so the trial keys of recorded sweeps, are unchanged."""
+    from nas.spec import trial_key
+
+    p = _plan(tmp_path, "smoke", "train.lr=0.01", max_steps=30)
+    for spec in p.specs:  # type: ignore[attr-defined]
+        assert spec.point["train.max_steps"] == 30 and spec.config.train.max_steps == 30
+        assert spec.key == trial_key(spec.arm, spec.point, spec.seed)
+    first = p.specs[0]  # type: ignore[attr-defined]
+    assert (first.arm, first.key) == ("standard", "38b1951334e2c719")  # as recorded before budgets
