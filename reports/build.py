@@ -20,6 +20,7 @@ def build_report(data: SweepData, baseline: str | None = None) -> Document:
         sections.figure_section(data),
         sections.search_section(data),
         sections.compute_section(data),
+        sections.budget_section(data),
         sections.reference_section(data, rows),
     ]
     n = len(comparable(data.trials))

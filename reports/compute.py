@@ -9,8 +9,9 @@ compute"), measured here instead of quoted. Pure numerics; the caller supplies o
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -206,3 +207,78 @@ def scaling_trend(
     else:
         low, high = (float(q) for q in np.percentile(alphas, [50 * (1 - level), 50 * (1 + level)]))
     return Trend(law, low, high, len(np.unique(c)))
+
+
+# ---- matched FLOPs: the compute-optimal frontier of a budgeted sweep ----------------------------
+# A wiring's runs by cell: (FLOP budget, n_layers) -> the final losses of its runs (its seeds).
+Cells = Mapping[tuple[float, int], Sequence[float]]
+
+
+def frontier_points(cells: Cells) -> dict[float, tuple[int, float]]:
+    """Per budget, the compute-optimal depth (lowest mean loss over its runs) and that mean."""
+    best: dict[float, tuple[int, float]] = {}
+    for (budget, depth), losses in sorted(cells.items()):
+        if len(losses) == 0:
+            continue
+        loss = float(np.mean(losses))
+        if budget not in best or loss < best[budget][1]:
+            best[budget] = (depth, loss)
+    return best
+
+
+def _frontier_law(cells: Cells) -> PowerLaw:
+    best = frontier_points(cells)
+    budgets = sorted(best)
+    return _fit(np.asarray(budgets, dtype=float), np.asarray([best[b][1] for b in budgets]))
+
+
+def _resample_cells(rng: np.random.Generator, cells: Cells) -> dict[tuple[float, int], Any]:
+    return {k: np.asarray(v)[rng.integers(0, len(v), len(v))] for k, v in cells.items() if len(v)}
+
+
+def _interval(values: list[float], level: float) -> tuple[float, float]:
+    if not values:
+        return math.nan, math.nan
+    low, high = np.percentile(values, [50 * (1 - level), 50 * (1 + level)])
+    return float(low), float(high)
+
+
+@dataclass(frozen=True)
+class FrontierAdvantage:
+    """Power laws through two wirings' compute-optimal frontiers and the compute multiplier at
+    matched FLOPs, each with a bootstrap interval."""
+
+    baseline: Trend
+    variant: Trend
+    advantage: Advantage
+
+
+def frontier_advantage(
+    baseline: Cells, variant: Cells, n_boot: int = 1000, level: float = 0.95, seed: int = 0
+) -> FrontierAdvantage:
+    """The compute multiplier of ``variant`` over ``baseline`` at matched FLOPs: a power law
+    through each frontier (per budget, the best depth's mean loss, against the budget), read at
+    the geometric mean of the variant's budgets. The bootstrap resamples the runs within every
+    (budget, depth) cell and picks each frontier again, so the interval includes the choice of
+    the optimal depth. ValueError with fewer than two budgets."""
+    fb, fv = _frontier_law(baseline), _frontier_law(variant)
+    budgets = np.asarray(sorted(frontier_points(variant)), dtype=float)
+    at = float(np.exp(np.log(budgets).mean()))
+    rng = np.random.default_rng(seed)
+    alphas: tuple[list[float], list[float]] = ([], [])
+    multipliers: list[float] = []
+    for _ in range(n_boot):
+        bb = _frontier_law(_resample_cells(rng, baseline))
+        bv = _frontier_law(_resample_cells(rng, variant))
+        alphas[0].append(bb.alpha)
+        alphas[1].append(bv.alpha)
+        m = compute_multiplier(bb, bv, at)
+        if math.isfinite(m):
+            multipliers.append(m)
+    trends = [
+        Trend(law, *_interval(a, level), len(frontier_points(cells)))
+        for law, a, cells in ((fb, alphas[0], baseline), (fv, alphas[1], variant))
+    ]
+    low, high = _interval(multipliers, level)
+    adv = Advantage(compute_multiplier(fb, fv, at), low, high, at, len(multipliers))
+    return FrontierAdvantage(trends[0], trends[1], adv)

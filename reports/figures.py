@@ -250,3 +250,38 @@ def compute_fits(
     if not points:
         return None
     return _png(draw_compute_fits(points, fits))
+
+
+def draw_iso_flop(curves: dict[tuple[float, str], dict[int, np.ndarray]]) -> Any:
+    """The matplotlib figure of ``iso_flop``: final loss against depth, one line per (FLOP budget,
+    wiring), a colour per budget and a line style per wiring, mean with a 95% band over seeds."""
+    fig, axes = _figure()
+    ax = axes[0, 0]
+    budgets = sorted({b for b, _ in curves})
+    wirings = sorted({w for _, w in curves})
+    colors = {b: f"C{i}" for i, b in enumerate(budgets)}
+    styles = {w: ("-", "--", ":", "-.")[i % 4] for i, w in enumerate(wirings)}
+    for (budget, wiring), by_depth in sorted(curves.items()):
+        depths = np.asarray(sorted(by_depth), dtype=float)
+        stats = [mean_ci(list(by_depth[int(d)])) for d in depths]
+        mean = np.array([s.mean for s in stats])
+        half = np.array([s.half_width for s in stats])
+        color, style = colors[budget], styles[wiring]
+        ax.plot(depths, mean, style, marker=".", color=color, label=f"{budget:.3g} FLOPs, {wiring}")
+        if np.isfinite(half).any():
+            ax.fill_between(depths, mean - half, mean + half, alpha=0.15, color=color)
+    ax.set(xscale="log", xlabel="n_layers (Transformer blocks)", ylabel="final validation loss")
+    ax.xaxis.set_major_formatter(_plain_ticks())
+    ax.xaxis.set_minor_formatter(_null_ticks())
+    ax.set_xticks(sorted({d for c in curves.values() for d in c}))
+    ax.set_title("iso-FLOP curves: loss against depth at each training budget")
+    ax.legend(fontsize=7, handlelength=3)
+    return fig
+
+
+def iso_flop(curves: dict[tuple[float, str], dict[int, np.ndarray]]) -> bytes | None:
+    """Loss against depth per FLOP budget and wiring; None when there is nothing to draw or more
+    lines than a plot can show (the table carries them)."""
+    if not curves or len(curves) > MAX_LINES:
+        return None
+    return _png(draw_iso_flop(curves))

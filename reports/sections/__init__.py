@@ -5,6 +5,7 @@ trials that did not finish, a published effect that does not appear)."""
 
 from __future__ import annotations
 
+from reports.sections.budget import budget_section
 from reports.sections.cost import cost_section
 from reports.sections.effects import axis_effects
 from reports.sections.plots import figure_section
@@ -16,6 +17,7 @@ from reports.sections.search import search_section
 
 __all__ = [
     "axis_effects",
+    "budget_section",
     "compute_section",
     "cost_section",
     "figure_section",
