@@ -114,8 +114,8 @@ def _table4() -> dict[str, dict[str, Any]]:
 
 # Budgeted spaces (trainers.budget): each trial's max_steps comes from its FLOP budget and its own
 # FLOPs per token, warm-up and validation keep their fraction of the 600-step schedule (10%, and
-# three validations plus the last). CPU-sized: on 2 CPU cores with --concurrency 2, about 5 minutes
-# each (README), the widths where a CPU core does 15 to 30 GFLOP/s.
+# three validations plus the last). CPU-sized: on 2 CPU cores with --concurrency 2 about 4 and 3
+# minutes (README: estimated from step times), at widths where one core does 15 to 30 GFLOP/s.
 BUDGETED: dict[str, Any] = {
     "model.seq_len": 64,
     "model.attnres_blocks": 4,
@@ -202,7 +202,7 @@ BUILTIN: dict[str, Space] = {
             name="compute_frontier",
             description="iso-FLOP curves: 3 FLOP budgets (3e10, 1e11, 3e11) x n_layers 2, 4, 8 "
             "at width 32 for standard and Block AttnRes, steps derived from each budget, 2 seeds "
-            "(about 5 minutes on 2 CPU cores at --concurrency 2)",
+            "(about 4 minutes on 2 CPU cores at --concurrency 2)",
             base={**BUDGETED, "model.d_model": 32, "model.n_heads": 2},
             arms={"standard": CORE["standard"], "block_attnres": CORE["block_attnres"]},
             params={
@@ -215,7 +215,7 @@ BUILTIN: dict[str, Space] = {
             name="architecture_sweep",
             description="the AttnRes paper's Fig. 7 at one FLOP budget (3e11): d_model/n_layers "
             "6, 16, 48 x n_heads/n_layers 0.5, 1 for standard and Block AttnRes, 2 seeds (about "
-            "5 minutes on 2 CPU cores at --concurrency 2)",
+            "3 minutes on 2 CPU cores at --concurrency 2)",
             base={**BUDGETED, "train.target_flops": 3e11},
             arms=_architectures(),
             seeds=(0, 1),

@@ -122,8 +122,8 @@ def _confound(groups: dict[str, pd.DataFrame]) -> str:
     size = "depth" if runs[DEPTH_KEY].nunique() > 1 else "model size"
     return (
         f"; every run trained for the same number of steps, so {size} is confounded with "
-        "compute: a larger model spent more compute without training longer (a compute-matched "
-        "design is planned)"
+        "compute: a larger model spent more compute without training longer (FLOP budgets, "
+        "train.target_flops as in the space compute_frontier, match it)"
     )
 
 
