@@ -171,8 +171,9 @@ def cost_section(data: SweepData, rows: list[ArmRow]) -> Section | None:
         Paragraph(
             "time × and mem × are the arm's step time (time inside training steps per step) "
             "and peak memory over its baseline's. Peak memory is torch's allocated peak on a "
-            "GPU and the process's peak resident set on a CPU, which includes the Python and "
-            "library footprint every arm shares, so CPU memory ratios read closer to 1. MFU is "
+            "GPU; on a CPU, what the fit added to the process's resident set at its peak "
+            "(optimizer state, activations and batches; not the weights built before the fit, "
+            "nor the process's footprint). MFU is "
             "training FLOPs per token (trainers/flops.py, the wiring's included) times the "
             "tokens trained per second of the fit, over the device's peak"
             + (f": {sources}." if sources else ".")

@@ -13,6 +13,7 @@ from trainers.config_io import from_dict
 from trainers.device_cost import (
     OVERRIDE,
     PEAK_TABLE,
+    CostMeter,
     compute_dtype,
     device_peak,
     matmul_flops,
@@ -92,6 +93,22 @@ def test_memory_peak_resets_to_the_current_footprint() -> None:
     del buffer
     reset_peak_memory("cpu")
     assert 0 < peak_memory_mb("cpu") < held - 32
+
+
+def test_cpu_peak_is_what_the_fit_added() -> None:
+    """On a CPU the meter reports the rise of the resident set over the fit, not the process's
+    footprint: a fit that touches a 64 MB buffer reads at least 64 MB, and one that allocates
+    nothing reads far less, whatever the process held before (a reused worker's history)."""
+    held = torch.ones(128 * 2**20 // 4)  # the process's earlier footprint, kept
+    meter = CostMeter("cpu", "32-true")
+    meter.start()
+    buffer = torch.ones(64 * 2**20 // 4)
+    busy = meter.finish(achieved_flops=1.0).peak_mem_mb
+    del buffer
+    meter.start()
+    idle = meter.finish(achieved_flops=1.0).peak_mem_mb
+    assert busy >= 64 > 16 > idle >= 0
+    del held
 
 
 def test_a_real_fit_records_its_cost(tmp_path: Path) -> None:
