@@ -58,13 +58,6 @@ def config_hash(params: Mapping[str, Any]) -> str:
 # real one here, set for every worker of the sweep through Ray's runtime environment.
 SECRET_URI_ENV = "NAS_TRACKING_URI"
 
-# Where a trial ran (child-run tags, set by nas.trial): the torch device Lightning trained on
-# (cpu, cuda:0, ...), chosen from what torch sees; and the GPUs Ray assigned the trial, as Ray
-# numbers them (comma-separated, "" for none) and as CUDA_VISIBLE_DEVICES shows them to CUDA.
-DEVICE_TAG = "nas.device"
-RAY_GPU_IDS_TAG = "nas.ray_gpu_ids"
-CUDA_VISIBLE_TAG = "nas.cuda_visible_devices"
-
 
 def shareable(record: SweepRecord) -> SweepRecord:
     """The record as it may be pickled and written: its URI without the password."""

@@ -19,14 +19,7 @@ from typing import Any
 from nas.checkpoints import CKPT_NAME
 from nas.outbox import TrackingOutage, journal_path
 from nas.spec import TrialSpec, proposal_identity, search_spec
-from nas.tracking import (
-    CUDA_VISIBLE_TAG,
-    DEVICE_TAG,
-    RAY_GPU_IDS_TAG,
-    SweepRecord,
-    TrialRun,
-    find_trial,
-)
+from nas.tracking import SweepRecord, TrialRun, find_trial
 from reports.schema import GRID_PARAM, SETTLED, Metric, Report, Status, Tag
 from search_spaces.space import Space
 from trainers.config import RunConfig
@@ -155,7 +148,7 @@ def _finish(run: TrialRun, spec: TrialSpec, result: Any, ctx: SweepContext, tria
     run.end(status, result.reason, result.steps)
     # Written once the store has just answered (the outcome), never at the fit's start, where a
     # store outage would stall training: a running trial's record names Ray's GPUs only.
-    run.client.set_tag(run.run_id, DEVICE_TAG, result.device)
+    run.client.set_tag(run.run_id, Tag.DEVICE, result.device)
     tune.report(
         {**_objectives(status, result, ctx), Report.STATUS: status.value, Report.KEY: spec.key}
     )
@@ -227,9 +220,9 @@ def _ray_gpus() -> dict[str, str]:
 
     import ray
 
-    tags = {RAY_GPU_IDS_TAG: ",".join(str(i) for i in ray.get_gpu_ids())}
+    tags = {Tag.RAY_GPU_IDS: ",".join(str(i) for i in ray.get_gpu_ids())}
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    return tags if visible is None else {**tags, CUDA_VISIBLE_TAG: visible}
+    return tags if visible is None else {**tags, Tag.CUDA_VISIBLE_DEVICES: visible}
 
 
 def _infeasible(

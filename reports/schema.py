@@ -70,6 +70,12 @@ class Tag:
     # or --peak-flops), and what final/device_hours counts ("GPU" or "CPU core")
     PEAK_FLOPS_SOURCE = "nas.peak_flops_source"
     DEVICE_UNIT = "nas.device_unit"
+    # Where a trial ran (set by nas.trial): the torch device Lightning trained on (cpu,
+    # cuda:0, ...), chosen from what torch sees; and the GPUs Ray assigned the trial, as Ray
+    # numbers them (comma-separated, "" for none) and as CUDA_VISIBLE_DEVICES shows them to CUDA
+    DEVICE = "nas.device"
+    RAY_GPU_IDS = "nas.ray_gpu_ids"
+    CUDA_VISIBLE_DEVICES = "nas.cuda_visible_devices"
     GIT_COMMIT = "nas.git_commit"
     VERSION = "nas.version"
 

@@ -19,7 +19,6 @@ from pathlib import Path
 
 import pytest
 
-from nas.tracking import CUDA_VISIBLE_TAG, DEVICE_TAG, RAY_GPU_IDS_TAG
 from reports.schema import Metric, Tag
 from tests.ray_cluster import BIN, free_port, node_args, pids_naming, stop
 
@@ -73,9 +72,9 @@ def test_fractional_logical_gpus_run_four_trials_at_once_on_the_cpu(
     trials = [r for r in runs if r.data.tags.get(Tag.ROLE) == "trial"]
     assert len(trials) == 4
     tags = [r.data.tags for r in trials]
-    assert {t[DEVICE_TAG] for t in tags} == {"cpu"}
-    assert all(t[CUDA_VISIBLE_TAG] == t[RAY_GPU_IDS_TAG] for t in tags), tags
-    assert Counter(t[RAY_GPU_IDS_TAG] for t in tags) == {"0": 2, "1": 2}
+    assert {t[Tag.DEVICE] for t in tags} == {"cpu"}
+    assert all(t[Tag.CUDA_VISIBLE_DEVICES] == t[Tag.RAY_GPU_IDS] for t in tags), tags
+    assert Counter(t[Tag.RAY_GPU_IDS] for t in tags) == {"0": 2, "1": 2}
     # --cpus-per-trial 1 reached each trial as its torch threads (Ray sets OMP_NUM_THREADS)
     assert all(t[Tag.HARDWARE].endswith(", 1 threads") for t in tags), tags
     # A trial holds its resources from its function's start (its run's end less final/trial_s,
