@@ -17,7 +17,7 @@ from reports.redact import redact
 from reports.stores import check_store
 from search_spaces import Space, get_space, grid_cells
 from search_spaces.space import Skipped, nest
-from trainers.budget import LENGTH_FIELDS, REFERENCE_STEPS, check_one_length
+from trainers.budget import BUDGET_FIELDS, LENGTH_FIELDS, REFERENCE_STEPS, check_one_length
 from trainers.config import RunConfig
 from trainers.config_io import from_dict, parse_overrides
 
@@ -104,10 +104,23 @@ def plan(opts: SweepOptions) -> Plan:
     ):
         if value is not None and not (value > 0 and math.isfinite(value)):
             raise ValueError(f"{flag} {value}: must be a positive number")
+    if opts.scheduler == "asha" and budgeted(space, base):
+        raise ValueError(
+            "--scheduler asha: this sweep's trials train to FLOP or token budgets, so their "
+            "step counts differ and ASHA would compare them at equal steps, not equal compute; "
+            "use --scheduler none"
+        )
     if opts.study_storage is not None:
         _check_study_storage(opts.study_storage, space)
     _check_address(opts.address or os.environ.get("RAY_ADDRESS"))
     return Plan(space, name, base, grid_specs(cells), skipped, storage)
+
+
+def budgeted(space: Space, base: RunConfig) -> bool:
+    """Whether the sweep's trials take their length from a budget (its base sets one, or a
+    searched parameter is one): each trial then trains its own number of steps."""
+    keys = {f"train.{n}" for n in BUDGET_FIELDS}
+    return any(getattr(base.train, n) > 0 for n in BUDGET_FIELDS) or bool(keys & set(space.params))
 
 
 def command_line_length(space_base: Mapping[str, Any], flat: Mapping[str, Any]) -> dict[str, Any]:

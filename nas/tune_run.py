@@ -12,7 +12,7 @@ from typing import Any
 from nas.checkpoints import next_experiment
 from nas.outbox import OUTAGE_ENV
 from nas.spec import TrialSpec
-from nas.sweep_plan import Plan, SweepOptions
+from nas.sweep_plan import Plan, SweepOptions, budgeted
 from nas.tracking import SECRET_URI_ENV, RecordedTrial, resolve_tracking_uri
 from nas.trial import SweepContext, run_trial
 from reports.redact import redact
@@ -78,7 +78,9 @@ def _scheduler(opts: SweepOptions, p: Plan) -> Any:
     compares full runs) nor for a multi-objective search (stopping on the first objective
     would cut the small, cheap models a Pareto front is looking for)."""
     single = len(p.space.objectives) == 1
-    auto = p.space.kind == "search" and single
+    # Budgeted trials train different step counts: ASHA's rungs (equal steps) would not be
+    # equal compute, so auto picks none and an explicit asha is refused (nas.sweep_plan.plan).
+    auto = p.space.kind == "search" and single and not budgeted(p.space, p.base)
     if not (opts.scheduler == "asha" or (opts.scheduler == "auto" and auto)):
         return None
     from ray.tune.schedulers import ASHAScheduler

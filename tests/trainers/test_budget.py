@@ -171,3 +171,19 @@ def test_max_steps_on_the_command_line_keeps_the_trial_keys(tmp_path: object) ->
         assert spec.key == trial_key(spec.arm, spec.point, spec.seed)
     first = p.specs[0]  # type: ignore[attr-defined]
     assert (first.arm, first.key) == ("standard", "38b1951334e2c719")  # as recorded before budgets
+
+
+def test_asha_never_compares_budgeted_trials_at_equal_steps(tmp_path: object) -> None:
+    """A search whose trials train to a FLOP budget trains different step counts per trial:
+    `auto` then schedules no ASHA (it would stop trials at equal steps, not equal compute), and
+    an explicit `--scheduler asha` is refused; the same search without a budget gets ASHA."""
+    from ray.tune.schedulers import ASHAScheduler
+
+    from nas.tune_run import _scheduler
+
+    plain = _plan(tmp_path, "tune_lr")
+    assert isinstance(_scheduler(SweepOptions("tune_lr"), plain), ASHAScheduler)  # type: ignore[arg-type]
+    budget = _plan(tmp_path, "tune_lr", "train.target_flops=1e11")
+    assert _scheduler(SweepOptions("tune_lr"), budget) is None  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="--scheduler asha: .* use --scheduler none"):
+        _plan(tmp_path, "tune_lr", "train.target_flops=1e11", scheduler="asha")
