@@ -101,13 +101,20 @@ def train(
     ckpt_path: Path | None = None,
     time_limit_s: float | None = None,
     peak_flops: float | None = None,
+    strategy: Any = None,
+    plugins: Sequence[Any] = (),
 ) -> tuple[TrainResult, nn.Module]:
     """Fit ``cfg``; return the final validation metrics and the trained ``DeepTransformer``.
     Writes Lightning's logs (CSV by default) under ``out_dir``; the caller owns everything else
     written there. The run ends early, without raising, when its training loss diverges
     (``train.divergence_factor``) or when ``time_limit_s`` seconds of the fit have passed; the
     result's ``status`` says so. ``peak_flops`` (FLOP/s) replaces the device's peak in the
-    result's MFU (``trainers.device_cost``)."""
+    result's MFU (``trainers.device_cost``).
+
+    ``strategy`` and ``plugins`` (Lightning's) train data-parallel over the processes they
+    name (``nas.data_parallel`` passes Ray Train's DDP): ``train.batch_size`` stays the global
+    batch, each rank taking an equal share of every step's sequences; the dilution profile
+    runs on rank 0 only."""
     if resolve_budget(cfg) != cfg:  # a budget trains its own length, never max_steps' default
         raise ValueError(
             "train: the configuration's budget is not resolved; build it with "
@@ -136,8 +143,10 @@ def train(
     dilution = _dilution_callback(cfg, data, out_dir)
     # The run's own callbacks before the caller's: a caller's callback that checkpoints at a
     # validation (the sweep's) then saves their state as it is after that validation.
-    every = [*stops, last_val, *callbacks, timer, meter.monitor, *([dilution] if dilution else [])]
-    trainer = _trainer(cfg, out_dir, every, logger, progress)
+    every = [*stops, last_val, *callbacks, timer, meter.monitor]
+    trainer = _trainer(cfg, out_dir, every, logger, progress, strategy, plugins)
+    if dilution and trainer.is_global_zero:  # measured once: every rank holds the same model
+        trainer.callbacks.append(dilution)
     meter.start()
     start = time.perf_counter()
     # A resumed trial's checkpoint is loaded with weights_only: it holds tensors and plain data.
@@ -147,6 +156,7 @@ def train(
         trainer.validate(module, datamodule=data, verbose=False)
     wall = time.perf_counter() - start
     per_token, seq = flops_per_token(cfg.model).total, cfg.model.seq_len
+    per_rank = t.batch_size // trainer.world_size
     metrics = last_val.metrics if stop else _floats(trainer.callback_metrics)
     result = TrainResult(
         val_loss=metrics.get(VAL_LOSS, math.nan),
@@ -160,8 +170,9 @@ def train(
         flops_per_token=per_token,
         train_flops=train_flops(cfg.model, trainer.global_step, t.batch_size),
         dilution=dilution.last.summaries() if dilution and dilution.last else {},
-        # the steps this process trained (a resumed run's global_step counts earlier ones)
-        cost=meter.finish(per_token * len(timer.durations) * t.batch_size * seq / wall),
+        # the steps this process trained (a resumed run's global_step counts earlier ones), on
+        # this rank's share of each batch
+        cost=meter.finish(per_token * len(timer.durations) * per_rank * seq / wall),
     )
     if stop is not None:
         result = replace(result, status=stop.status, reason=stop.reason, stop_step=stop.step)
@@ -181,7 +192,13 @@ def _early_stops(t: TrainConfig, time_limit_s: float | None) -> list[DivergenceG
 
 
 def _trainer(
-    cfg: RunConfig, out_dir: Path, callbacks: list[Any], logger: Any, progress: bool
+    cfg: RunConfig,
+    out_dir: Path,
+    callbacks: list[Any],
+    logger: Any,
+    progress: bool,
+    strategy: Any = None,
+    plugins: Sequence[Any] = (),
 ) -> Any:
     import lightning as L
     from lightning.pytorch.loggers import CSVLogger
@@ -189,7 +206,9 @@ def _trainer(
     t = cfg.train
     return L.Trainer(
         accelerator=t.accelerator,
-        devices=1,
+        # one device, or whatever the data-parallel strategy's environment names
+        devices=1 if strategy is None else "auto",
+        **({} if strategy is None else {"strategy": strategy, "plugins": list(plugins)}),
         precision=resolve_precision(t),  # type: ignore[arg-type]
         max_steps=t.max_steps,
         val_check_interval=min(t.val_every, t.max_steps),
@@ -204,6 +223,10 @@ def _trainer(
         enable_progress_bar=progress,
         enable_model_summary=False,
         default_root_dir=out_dir,
+        # The closing trainer.validate() (a run whose last step is no validation step) must let
+        # the dilution profile take gradients; Lightning's inference mode would forbid it, as
+        # it does not inside fit (whose validations run under no_grad).
+        inference_mode=False,
     )
 
 

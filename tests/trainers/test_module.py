@@ -124,6 +124,25 @@ def test_dilution_profile_is_logged_and_saved(tmp_path: Path) -> None:
     }
 
 
+def test_a_last_step_off_the_validation_grid_is_profiled(tmp_path: Path) -> None:
+    """A run whose steps are not a multiple of val_every (a FLOP budget's derived length) ends
+    with one more validation, and its dilution profile, gradients included, at the last step
+    (it raised inside Lightning's inference mode)."""
+    cfg = from_dict(
+        _tiny_run(
+            model={"residual": "block_attnres", "attnres_blocks": 2},
+            data={"cache_dir": str(tmp_path / "cache")},
+            train={"max_steps": 13, "val_every": 10},
+        )
+    )
+    result, _ = train(cfg, tmp_path / "run", progress=False)
+    saved = sorted(p.name for p in (tmp_path / "run" / "dilution").iterdir())
+    assert saved == ["step-000010.json", "step-000013.json", "step-000013.png"]
+    profile = json.loads((tmp_path / "run" / "dilution" / "step-000013.json").read_text())
+    assert all(g > 0 for g in profile["grad_norm"])
+    assert result.steps == 13
+
+
 def test_diagnostics_can_be_turned_off(tmp_path: Path) -> None:
     """diagnostics_every = 0: no profile, no files, no dilution metrics."""
     cfg = from_dict(
