@@ -60,6 +60,7 @@ def budget_section(data: SweepData) -> Section | None:
             )
         )
     blocks.append(_frontier_table(cells))
+    blocks.extend(_edge_warning(cells))
     blocks.extend(_multipliers(cells))
     return Section("Matched FLOPs: iso-FLOP curves and the compute-optimal frontier", tuple(blocks))
 
@@ -142,6 +143,31 @@ def _frontier_table(cells: dict[str, Cells]) -> Table:
         tuple(rows),
         "The compute-optimal frontier: per budget, the depth with the lowest mean final loss",
     )
+
+
+def _edge_warning(cells: dict[str, Cells]) -> list[Paragraph]:
+    """A warning naming each (wiring, budget) whose best depth is the shallowest or deepest one
+    run at that budget: the optimum is not bracketed, so the true one may lie outside the grid
+    and the frontier (and any multiplier read from it) is only a bound."""
+    edges = []
+    for wiring, c in cells.items():
+        for budget, (depth, _) in sorted(frontier_points(c).items()):
+            depths = sorted(d for b, d in c if b == budget)
+            if len(depths) > 1 and depth in (depths[0], depths[-1]):
+                side = "shallowest" if depth == depths[0] else "deepest"
+                edges.append(f"`{wiring}` at {budget:.3g} ({side}, {depth})")
+    if not edges:
+        return []
+    return [
+        Paragraph(
+            "The best depth is at the edge of the depths run for "
+            + "; ".join(edges)
+            + ": the optimum is not bracketed, so the frontier there is the grid's edge, not "
+            "a compute-optimal depth, and a multiplier read from it compares edge models. Add "
+            "depths beyond that edge to locate it.",
+            "warning",
+        )
+    ]
 
 
 def _multipliers(cells: dict[str, Cells]) -> list[Any]:

@@ -113,3 +113,17 @@ def test_no_budget_no_section_and_the_report_builds() -> None:
     assert budget_section(sweep([trial("standard", 0, 2.0, train__target_flops=0.0)])) is None
     titles = [s.title for s in build_report(sweep(_runs())).sections]
     assert any(t.startswith("Matched FLOPs") for t in titles)
+
+
+def test_an_optimum_at_the_edge_of_the_depths_run_is_flagged() -> None:
+    """The constructed optima sit at the shallowest depth run (1e10), inside (1e11) and at the
+    deepest (1e12): the warning names exactly the two edge budgets for each wiring, since their
+    'compute-optimal' depth is only the grid's edge."""
+    section = budget_section(sweep(_runs()))
+    assert section is not None
+    (warning,) = [p for p in _blocks(section, Paragraph) if "not bracketed" in p.text]
+    assert warning.kind == "warning"
+    for w in ("standard/pre", "block_attnres/pre/N=4"):
+        assert f"`{w}` at 1e+10 (shallowest, 2)" in warning.text
+        assert f"`{w}` at 1e+12 (deepest, 8)" in warning.text
+        assert f"`{w}` at 1e+11" not in warning.text
