@@ -128,8 +128,27 @@ def partitions(trials: pd.DataFrame) -> dict[str, tuple[int, ...]]:
     }
 
 
+# A run's length when it trains to a budget (train.target_flops or train.tokens_per_param):
+# derived from the budget and the wiring's own FLOPs (trainers.budget), so it differs between
+# wirings at one budget and is not part of the context an arm is compared in.
+BUDGET_KEYS = ("train.target_flops", "train.tokens_per_param")
+DERIVED_LENGTH_KEYS = ("train.max_steps", "train.warmup_steps", "train.val_every")
+
+
 def context_keys(trials: pd.DataFrame) -> list[str]:
-    return [k for k in varied_axes(trials) if k not in WIRING_KEYS]
+    derived = DERIVED_LENGTH_KEYS if _all_budgeted(trials) else ()
+    return [k for k in varied_axes(trials) if k not in WIRING_KEYS and k not in derived]
+
+
+def _all_budgeted(trials: pd.DataFrame) -> bool:
+    """Whether every trial trained to a budget (so its length was derived, not chosen)."""
+    if trials.empty:
+        return False
+    budget = pd.Series(False, index=trials.index)
+    for key in BUDGET_KEYS:
+        if key in trials:
+            budget |= pd.to_numeric(trials[key], errors="coerce").fillna(0) > 0
+    return bool(budget.all())
 
 
 def is_baseline(row: pd.Series) -> bool:

@@ -127,3 +127,37 @@ def test_an_optimum_at_the_edge_of_the_depths_run_is_flagged() -> None:
         assert f"`{w}` at 1e+10 (shallowest, 2)" in warning.text
         assert f"`{w}` at 1e+12 (deepest, 8)" in warning.text
         assert f"`{w}` at 1e+11" not in warning.text
+
+
+def test_budgeted_arms_find_their_baseline_despite_different_derived_steps() -> None:
+    """At one budget a costlier wiring trains fewer steps, so train.max_steps (and warm-up,
+    validation interval) differ between the arms: in a budgeted sweep they are derived, not
+    context, and each arm is compared with the baseline at its budget and depth. Without a
+    budget, different max_steps still mark different contexts (no baseline across them)."""
+    from reports.sections import main_table
+
+    def rows(budget: float) -> list[dict[str, Any]]:
+        out = []
+        for residual, steps in (("standard", 100), ("block_attnres", 80)):
+            for seed in (0, 1):
+                out.append(
+                    trial(
+                        residual,
+                        seed,
+                        3.0 - 0.1 * (residual == "block_attnres") + 0.01 * seed,
+                        model__residual=residual,
+                        model__attnres_blocks=4,
+                        train__target_flops=budget,
+                        train__max_steps=steps,
+                        train__warmup_steps=steps // 10,
+                    )
+                )
+        return out
+
+    _, arms = main_table(sweep(rows(1e11)), None)
+    (block,) = [a for a in arms if a.arm == "block_attnres"]
+    assert block.baseline == "standard" and block.comparison is not None
+    assert block.comparison.diff == pytest.approx(-0.1)
+    _, arms = main_table(sweep(rows(0.0)), None)
+    (block,) = [a for a in arms if a.arm == "block_attnres"]
+    assert block.baseline is None
