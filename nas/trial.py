@@ -139,6 +139,7 @@ def _finish(run: TrialRun, spec: TrialSpec, result: Any, ctx: SweepContext, tria
         Metric.FINAL_TOKENS_PER_S: result.tokens_per_s,
         Metric.FINAL_PARAMS: float(result.params),
         Metric.FINAL_STEPS: float(result.steps),
+        Metric.FINAL_TIMED_STEPS: float(result.timed_steps),
         Metric.FINAL_FLOPS_PER_TOKEN: float(result.flops_per_token),
         Metric.FINAL_TRAIN_FLOPS: float(result.train_flops),
     }

@@ -96,6 +96,9 @@ class Metric:
     FINAL_TOKENS_PER_S = "final/tokens_per_s"
     FINAL_PARAMS = "final/params"
     FINAL_STEPS = "final/steps"  # the steps actually trained
+    # the steps the last attempt trained (fewer than final/steps when resumed): what step_s,
+    # tokens_per_s and mfu are measured over
+    FINAL_TIMED_STEPS = "final/timed_steps"
     # trainers.flops: training FLOPs per token (forward + backward, the wiring's included), and
     # times the tokens of the steps actually trained
     FINAL_FLOPS_PER_TOKEN = "final/flops_per_token"
@@ -132,6 +135,7 @@ FINAL_METRICS = (
     Metric.FINAL_TOKENS_PER_S,
     Metric.FINAL_PARAMS,
     Metric.FINAL_STEPS,
+    Metric.FINAL_TIMED_STEPS,
     Metric.FINAL_FLOPS_PER_TOKEN,
     Metric.FINAL_TRAIN_FLOPS,
     Metric.FINAL_PEAK_MEM_MB,

@@ -28,8 +28,9 @@ VAL_LOSS, VAL_BPB = "val/loss", "val/bpb"  # trainers.module logs them
 
 @dataclass(frozen=True)
 class TrainResult:
-    """Final validation metrics of one run. ``tokens_per_s`` counts training tokens over the
-    wall time of the whole fit, validation included.
+    """Final validation metrics of one run. ``tokens_per_s`` counts the training tokens of this
+    process's steps (``timed_steps``) over the wall time of its fit, validation included (NaN
+    when it trained none).
 
     A run that ended early (``status`` "diverged" or "timed_out") ran no final validation: its
     ``val_loss`` and ``val_bpb`` are those of its last validation that came out finite (NaN and
@@ -43,6 +44,7 @@ class TrainResult:
     wall_s: float
     tokens_per_s: float
     step_s: float = 0.0  # of wall_s, the time inside training steps (this process's steps)
+    timed_steps: int = 0  # the steps this process trained: all of them unless resumed
     flops_per_token: int = 0  # training FLOPs per token (trainers.flops), the wiring's included
     train_flops: int = 0  # flops_per_token times the tokens of the ``steps`` trained
     cost: Cost | None = None  # peak memory, MFU, devices (trainers.device_cost); None: unmeasured
@@ -157,6 +159,7 @@ def train(
     wall = time.perf_counter() - start
     per_token, seq = flops_per_token(cfg.model).total, cfg.model.seq_len
     per_rank = t.batch_size // trainer.world_size
+    timed = len(timer.durations)  # the steps this process trained (and timed)
     metrics = last_val.metrics if stop else _floats(trainer.callback_metrics)
     result = TrainResult(
         val_loss=metrics.get(VAL_LOSS, math.nan),
@@ -164,7 +167,9 @@ def train(
         steps=trainer.global_step,
         params=num_params(module.model),
         wall_s=wall,
-        tokens_per_s=trainer.global_step * t.batch_size * cfg.model.seq_len / wall,
+        # this process's steps: a resumed trial's global_step counts earlier attempts' too
+        tokens_per_s=_rate(timed * t.batch_size * cfg.model.seq_len, wall, timed),
+        timed_steps=timed,
         step_s=timer.total_s,
         device=str(trainer.strategy.root_device),
         flops_per_token=per_token,
@@ -172,11 +177,17 @@ def train(
         dilution=dilution.last.summaries() if dilution and dilution.last else {},
         # the steps this process trained (a resumed run's global_step counts earlier ones), on
         # this rank's share of each batch
-        cost=meter.finish(per_token * len(timer.durations) * per_rank * seq / wall),
+        cost=meter.finish(_rate(per_token * timed * per_rank * seq, wall, timed)),
     )
     if stop is not None:
         result = replace(result, status=stop.status, reason=stop.reason, stop_step=stop.step)
     return result, module.model
+
+
+def _rate(amount: float, wall: float, timed: int) -> float:
+    """``amount`` per second of the fit; NaN when this process trained no step (a trial
+    resumed at its end): a rate over no training would read as a real, absurd figure."""
+    return amount / wall if timed and wall > 0 else math.nan
 
 
 def _early_stops(t: TrainConfig, time_limit_s: float | None) -> list[DivergenceGuard | TimeLimit]:

@@ -61,9 +61,15 @@ def _mean(frame: pd.DataFrame, column: str) -> float:
 
 
 def _with_step_ms(trials: pd.DataFrame) -> pd.DataFrame:
+    """Milliseconds per training step over the steps the last attempt trained and timed
+    (``final/timed_steps``); records from before that metric divide by every step, which is
+    the same unless the trial was resumed."""
     if Metric.FINAL_STEP_S not in trials or Metric.FINAL_STEPS not in trials:
         return trials.assign(**{STEP_MS: math.nan})
     steps = pd.to_numeric(trials[Metric.FINAL_STEPS], errors="coerce")
+    if Metric.FINAL_TIMED_STEPS in trials:
+        timed = pd.to_numeric(trials[Metric.FINAL_TIMED_STEPS], errors="coerce")
+        steps = timed.where(timed.notna(), steps)
     per_step = 1000 * pd.to_numeric(trials[Metric.FINAL_STEP_S], errors="coerce") / steps
     return trials.assign(**{STEP_MS: per_step.where(steps > 0)})
 

@@ -67,6 +67,26 @@ def test_arm_means_and_overheads_against_the_baseline() -> None:
     assert arm["final val loss"] == "2.9000" and arm["device-hours"] == "0.02"
 
 
+def test_a_resumed_trial_s_step_time_is_over_the_steps_it_timed() -> None:
+    """A trial resumed from its checkpoint timed only its last attempt's steps: its step time is
+    step_s over final/timed_steps (5 steps in 1 s: 200 ms), not over all 20 steps (50 ms);
+    records from before timed_steps divide by every step."""
+    rows = [
+        _costly(trial("standard", 0, 3.0), 2.0, 400.0, 0.01),
+        _costly(trial("standard", 1, 3.0), 2.0, 400.0, 0.01, **{Metric.FINAL_TIMED_STEPS: 20.0}),
+        _costly(
+            trial("resumed", 0, 2.9, model__norm="layernorm"),
+            1.0,
+            400.0,
+            0.01,
+            **{Metric.FINAL_TIMED_STEPS: 5.0},
+        ),
+    ]
+    table = _table(_section(rows))
+    assert table["standard"]["step ms"] == "100.0"
+    assert table["resumed"]["step ms"] == "200.0"
+
+
 def test_sweep_total_counts_every_trial_that_recorded_it() -> None:
     """The total sums device-hours over every status (a diverged trial spent them), by unit, and
     says how many trials recorded none."""

@@ -95,6 +95,18 @@ def test_memory_peak_resets_to_the_current_footprint() -> None:
     assert 0 < peak_memory_mb("cpu") < held - 32
 
 
+def test_no_step_trained_gives_no_rate() -> None:
+    """A trial resumed at its last step trains nothing in its final attempt: tokens/s and the
+    MFU it would divide into are NaN (shown as a dash), never an absurd rate over no steps."""
+    from trainers.run import _rate
+
+    assert math.isnan(_rate(0.0, 3.0, 0))
+    assert _rate(1200.0, 3.0, 10) == 400.0
+    meter = CostMeter("cpu", "32-true")
+    meter.start()
+    assert math.isnan(meter.finish(_rate(0.0, 3.0, 0)).mfu)
+
+
 def test_cpu_peak_is_what_the_fit_added() -> None:
     """On a CPU the meter reports the rise of the resident set over the fit, not the process's
     footprint: a fit that touches a 64 MB buffer reads at least 64 MB, and one that allocates
@@ -135,6 +147,7 @@ def test_a_real_fit_records_its_cost(tmp_path: Path) -> None:
     assert 0 < cost.mfu <= 1
     expected = result.flops_per_token * result.tokens_per_s / cost.peak_flops
     assert cost.mfu == pytest.approx(expected, rel=1e-9)
+    assert result.timed_steps == result.steps == 6  # a fresh run times every step it trains
     assert cost.peak_flops_source.startswith("measured: cpu fp32")
     assert (cost.devices, cost.device_unit) == (torch.get_num_threads(), "CPU core")
     assert cost.device_hours(result.wall_s) == pytest.approx(
