@@ -188,5 +188,25 @@ def cost_section(data: SweepData, rows: list[ArmRow]) -> Section | None:
             "the harness measured cost)."
         ),
         _total_note(data.trials),
+        *_impossible_mfu(costs),
     ]
     return Section("Cost", (table, *notes))
+
+
+def _impossible_mfu(costs: list[ArmCost]) -> list[Paragraph]:
+    """A warning where an arm's mean MFU exceeds 100%: its peak was understated. A CPU's peak is
+    a matmul timed at the trial's start, which reads low when other trials share the cores."""
+    over = [c.arm for c in costs if math.isfinite(c.mfu) and c.mfu > 1.0]
+    if not over:
+        return []
+    return [
+        Paragraph(
+            "MFU above 100% for "
+            + ", ".join(f"`{a}`" for a in over)
+            + ": the peak it divides by is too low. On a CPU the peak is a matmul timed at the "
+            "trial's start, which reads low when other trials share the cores; these MFUs "
+            "compare arms of this sweep with each other at most. Give the machine's peak with "
+            "`--peak-flops` for absolute figures.",
+            "warning",
+        )
+    ]

@@ -123,3 +123,23 @@ def test_nvml_columns_appear_only_where_recorded() -> None:
     table = _table(_section(rows))
     assert (table["standard"][NVML_COLUMNS[0]], table["standard"][NVML_COLUMNS[1]]) == ("87", "412")
     assert table["hyper"][NVML_COLUMNS[0]] == "—"
+
+
+def test_an_mfu_above_one_is_flagged_not_hidden() -> None:
+    """A mean MFU above 100% (a CPU peak timed while other trials shared the cores) is shown as
+    measured and named in a warning that says why and what to do; arms below 100% are not."""
+    rows = [
+        _costly(trial("standard", 0, 3.0), 2.0, 400.0, 0.01),
+        _costly(
+            trial("fast", 0, 2.9, model__norm="layernorm"),
+            2.0,
+            400.0,
+            0.01,
+            **{Metric.FINAL_MFU: 1.7},
+        ),
+    ]
+    section = _section(rows)
+    assert _table(section)["fast"]["MFU"] == "170.0%"
+    (warning,) = [b for b in section.blocks if isinstance(b, Paragraph) and "above 100%" in b.text]
+    assert warning.kind == "warning" and "`fast`" in warning.text
+    assert "`standard`" not in warning.text and "--peak-flops" in warning.text
