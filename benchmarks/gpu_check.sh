@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# The GPU check: the variant-cost and utilization benchmarks on one GPU at d_model=1024, bf16,
-# JSON results into $OUT (default benchmarks/results/gpu). Under 8 minutes on one H100/H200.
+# The GPU check: the variant-cost and utilization benchmarks on one GPU at d_model=1024, bf16
+# (every wiring's step-time and memory ratios, standard's MFU), JSON results into $OUT (default
+# benchmarks/results/gpu); then, where the project is installed (make setup), a quick-sized
+# sweep with four trials sharing the GPU (--gpus-per-trial 0.25) and its report's cost columns.
+# Not yet timed on a GPU with every wiring: the benchmarks had 8 minutes with eight.
 #
 #   bash benchmarks/gpu_check.sh                 # on a machine with a CUDA torch
 #   DEVICE=cpu QUICK=1 bash benchmarks/gpu_check.sh   # checks the script itself on a CPU
@@ -39,3 +42,23 @@ for bench in utilization variant_cost; do
         | tee "$OUT/$bench.md"
     echo "$bench: $((SECONDS - start)) s"
 done
+
+# Four trials on one GPU, and what they recorded as cost (needs the project's venv).
+if [[ -x .venv/bin/nas ]]; then
+    gpus=0.25
+    [[ "$DEVICE" == cpu ]] && gpus=0  # a CPU node has no GPU to share: check the script only
+    steps=100
+    [[ -n "${QUICK:-}" ]] && steps=10
+    store="$PWD/$OUT/sweep"
+    rm -rf "$store" && mkdir -p "$store"
+    start=$SECONDS
+    timeout 420 .venv/bin/nas sweep quick --name gpu_check --concurrency 4 \
+        --gpus-per-trial "$gpus" --max-steps "$steps" --tracking-uri "sqlite:///$store/mlflow.db" \
+        --storage-path "$store/ray" > "$OUT/sweep.txt"
+    .venv/bin/nas report gpu_check --tracking-uri "sqlite:///$store/mlflow.db" --format md \
+        --out "$store/report" > /dev/null
+    sed -n '/^## Cost/,/^## One-axis/p' "$store/report/report.md" | tee "$OUT/sweep_cost.md"
+    echo "sweep: $((SECONDS - start)) s"
+else
+    echo "no .venv/bin/nas here: the shared-GPU sweep is skipped (run make setup first)"
+fi
