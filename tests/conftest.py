@@ -31,6 +31,7 @@ SLOW_MODULES = frozenset(
         "nas/test_campaign.py",
         "nas/test_postgres.py",
         "nas/test_cluster.py",
+        "nas/test_data_parallel.py",
         "nas/test_gpu_scheduling.py",
         "nas/test_tracking_faults.py",
         "reports/test_browser.py",

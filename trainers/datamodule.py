@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import lightning as L
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
 from trainers.config import DataConfig, ModelConfig, RunConfig
 from trainers.data import SOURCES, DataSource
@@ -28,13 +30,27 @@ class LMDataModule(L.LightningDataModule):
         self.cfg = cfg
         self.source = source or load_source(cfg.data, cfg.model)
 
+    def _loader(self, dataset: Dataset) -> DataLoader:
+        """Batches of ``train.batch_size`` in order; data-parallel, each rank's share of every
+        batch: sequence i goes to rank i mod N (no shuffling, so step k's shares together are
+        exactly the sequences one process batches at step k)."""
+        t, ranks = self.cfg.train, self.trainer.world_size if self.trainer else 1
+        if ranks == 1:
+            return DataLoader(dataset, batch_size=t.batch_size, shuffle=False)
+        if t.batch_size % ranks:
+            raise ValueError(
+                f"train.batch_size: {t.batch_size} does not split evenly over {ranks} workers"
+            )
+        rank = self.trainer.global_rank if self.trainer else 0
+        share = DistributedSampler[Any](dataset, num_replicas=ranks, rank=rank, shuffle=False)
+        return DataLoader(dataset, batch_size=t.batch_size // ranks, sampler=share)
+
     def train_dataloader(self) -> DataLoader:
         t = self.cfg.train
         n = t.max_steps * t.batch_size  # exactly one pass: one epoch = the whole run
-        dataset = self.source.train_set(self.cfg.model.seq_len, n, t.seed)
-        return DataLoader(dataset, batch_size=t.batch_size, shuffle=False)
+        return self._loader(self.source.train_set(self.cfg.model.seq_len, n, t.seed))
 
     def val_dataloader(self) -> DataLoader:
         t = self.cfg.train
-        dataset = self.source.val_set(self.cfg.model.seq_len, t.val_batches * t.batch_size)
-        return DataLoader(dataset, batch_size=t.batch_size, shuffle=False)
+        n = t.val_batches * t.batch_size
+        return self._loader(self.source.val_set(self.cfg.model.seq_len, n))

@@ -96,12 +96,15 @@ def stop_after_this_step(trainer: L.Trainer) -> None:
     trainer.fit_loop.epoch_loop._skip_next_val = True
 
 
-def _loss_of(outputs: Any) -> float | None:
+def _loss_of(outputs: Any, trainer: L.Trainer) -> float | None:
     """The step's loss from ``on_train_batch_end``'s outputs (a dict under automatic
-    optimization, or the bare tensor)."""
+    optimization, or the bare tensor), averaged over data-parallel ranks so that every rank
+    judges the same number and they stop together (on one device: the loss itself)."""
     loss = outputs.get("loss") if isinstance(outputs, Mapping) else outputs
+    if not isinstance(loss, Tensor):
+        return None
     # float() waits for the step to finish on a GPU: the price of stopping at the step itself.
-    return float(loss.detach()) if isinstance(loss, Tensor) else None
+    return float(trainer.strategy.reduce(loss.detach(), reduce_op="mean"))
 
 
 class DivergenceGuard(L.Callback):
@@ -116,8 +119,10 @@ class DivergenceGuard(L.Callback):
     def on_train_batch_end(
         self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, *args: Any
     ) -> None:
-        loss = _loss_of(outputs)
-        if loss is None or self.stop is not None:
+        if self.stop is not None:
+            return
+        loss = _loss_of(outputs, trainer)
+        if loss is None:
             return
         reason = self.rule.check(trainer.global_step, loss)
         if reason is not None:
@@ -149,7 +154,9 @@ class TimeLimit(L.Callback):
     def on_train_batch_end(self, trainer: L.Trainer, *args: Any) -> None:
         if trainer.should_stop or trainer.global_step >= (trainer.max_steps or 0) > 0:
             return  # already stopping (diverged), or the last step: nothing left to cut
-        if time.monotonic() - self._start < self.limit_s:
+        over = time.monotonic() - self._start >= self.limit_s
+        # every data-parallel rank stops at the same step, when any one's clock has run out
+        if not trainer.strategy.reduce_boolean_decision(over, all=False):
             return
         step = trainer.global_step
         self.stop = EarlyStop(

@@ -219,7 +219,7 @@ def _trainer(
         accelerator=t.accelerator,
         # one device, or whatever the data-parallel strategy's environment names
         devices=1 if strategy is None else "auto",
-        **({} if strategy is None else {"strategy": strategy, "plugins": list(plugins)}),
+        **({} if strategy is None else _parallel(strategy, plugins)),
         precision=resolve_precision(t),  # type: ignore[arg-type]
         max_steps=t.max_steps,
         val_check_interval=min(t.val_every, t.max_steps),
@@ -239,6 +239,12 @@ def _trainer(
         # it does not inside fit (whose validations run under no_grad).
         inference_mode=False,
     )
+
+
+def _parallel(strategy: Any, plugins: Sequence[Any]) -> dict[str, Any]:
+    """The Trainer's data-parallel arguments. The data module splits the data over the ranks
+    itself: Lightning's own distributed sampler would shuffle the training sequences."""
+    return {"strategy": strategy, "plugins": list(plugins), "use_distributed_sampler": False}
 
 
 def _floats(metrics: Any) -> dict[str, float]:
