@@ -49,7 +49,7 @@ if [[ -x .venv/bin/nas ]]; then
     [[ "$DEVICE" == cpu ]] && gpus=0  # a CPU node has no GPU to share: check the script only
     steps=100
     [[ -n "${QUICK:-}" ]] && steps=10
-    store="$PWD/$OUT/sweep"
+    store="$(cd "$OUT" && pwd)/sweep"  # absolute, whether OUT is or not
     rm -rf "$store" && mkdir -p "$store"
     start=$SECONDS
     timeout 420 .venv/bin/nas sweep quick --name gpu_check --concurrency 4 \
