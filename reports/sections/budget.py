@@ -21,6 +21,7 @@ from reports.schema import Metric
 from reports.stats import mean_ci
 
 BUDGET_KEY = "train.target_flops"
+Frontier = dict[float, tuple[int, float]]  # budget -> (best depth, its mean loss)
 LOSS = Metric.FINAL_VAL_LOSS
 CURVE_COLUMNS = (
     "budget (FLOPs)",
@@ -47,7 +48,10 @@ def budget_section(data: SweepData) -> Section | None:
     if runs.empty:
         return None
     cells = {str(w): _cells(g) for w, g in runs.groupby("wiring")}
-    blocks: list[Any] = [_curve_table(runs, cells)]
+    # One frontier per wiring, which the curve table marks, the frontier table lists and the
+    # edge warning checks.
+    fronts = {w: frontier_points(c) for w, c in cells.items()}
+    blocks: list[Any] = [_curve_table(runs, fronts)]
     png = figures.iso_flop(_curves(runs))
     if png:
         blocks.append(
@@ -59,8 +63,8 @@ def budget_section(data: SweepData) -> Section | None:
                 "interval over seeds.",
             )
         )
-    blocks.append(_frontier_table(cells))
-    blocks.extend(_edge_warning(cells))
+    blocks.append(_frontier_table(fronts))
+    blocks.extend(_edge_warning(cells, fronts))
     blocks.extend(_multipliers(cells))
     return Section("Matched FLOPs: iso-FLOP curves and the compute-optimal frontier", tuple(blocks))
 
@@ -102,8 +106,8 @@ def _trained_ratio(g: pd.DataFrame, budget: float) -> str:
     return f"{flops.mean() / budget:.3f}" if len(flops) else "—"
 
 
-def _curve_table(runs: pd.DataFrame, cells: dict[str, Cells]) -> Table:
-    optimal = {(w, b): d for w, c in cells.items() for b, (d, _) in frontier_points(c).items()}
+def _curve_table(runs: pd.DataFrame, fronts: dict[str, Frontier]) -> Table:
+    optimal = {(w, b): d for w, f in fronts.items() for b, (d, _) in f.items()}
     rows = []
     for (b, w, d), g in runs.groupby(["budget", "wiring", "depth"]):
         ci = mean_ci(list(g[LOSS]))
@@ -132,10 +136,10 @@ def _curve_table(runs: pd.DataFrame, cells: dict[str, Cells]) -> Table:
     return Table(CURVE_COLUMNS, tuple(rows), caption)
 
 
-def _frontier_table(cells: dict[str, Cells]) -> Table:
+def _frontier_table(fronts: dict[str, Frontier]) -> Table:
     rows = []
-    for wiring, c in cells.items():
-        for budget, (depth, loss) in sorted(frontier_points(c).items()):
+    for wiring, front in fronts.items():
+        for budget, (depth, loss) in sorted(front.items()):
             rows.append((f"{budget:.3g}", wiring, str(depth), f"{loss:.4f}"))
     rows.sort(key=lambda r: (float(r[0]), r[1]))
     return Table(
@@ -145,14 +149,14 @@ def _frontier_table(cells: dict[str, Cells]) -> Table:
     )
 
 
-def _edge_warning(cells: dict[str, Cells]) -> list[Paragraph]:
+def _edge_warning(cells: dict[str, Cells], fronts: dict[str, Frontier]) -> list[Paragraph]:
     """A warning naming each (wiring, budget) whose best depth is the shallowest or deepest one
     run at that budget: the optimum is not bracketed, so the true one may lie outside the grid
     and the frontier (and any multiplier read from it) is only a bound."""
     edges = []
-    for wiring, c in cells.items():
-        for budget, (depth, _) in sorted(frontier_points(c).items()):
-            depths = sorted(d for b, d in c if b == budget)
+    for wiring, front in fronts.items():
+        for budget, (depth, _) in sorted(front.items()):
+            depths = sorted(d for b, d in cells[wiring] if b == budget)
             if len(depths) > 1 and depth in (depths[0], depths[-1]):
                 side = "shallowest" if depth == depths[0] else "deepest"
                 edges.append(f"`{wiring}` at {budget:.3g} ({side}, {depth})")
