@@ -9,25 +9,51 @@ measures the dilution profile; its result, with the devices of every worker coun
 run's.
 
 After each validation the workers report a Lightning checkpoint to Ray Train together (rank 0's
-file); when a worker dies, Ray Train starts the group again (``max_failures`` times) and every
-worker resumes from the newest one.
+file). A worker that dies fails the fit (Ray Train does not restart the group itself): the
+caller starts it again from the newest checkpoint, as a sweep's trial does through Tune's retry
+(``nas.trial``), so that one mechanism, the same as a single-device trial's, resumes both.
+
+In a sweep (``nas sweep --workers-per-trial N``) the fit is tied to its trial (``TrialLink``):
+rank 0 writes the MLflow run the trial process opened and will end, the checkpoints carry the
+trial's key and lie where ``nas.checkpoints`` looks for them, and every validation reaches
+Tune (ASHA, the searcher, the time budget) through Ray Train's ``TuneReportCallback``.
 """
 
 from __future__ import annotations
 
 import pickle
 import tempfile
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
-
-import lightning as L
+from typing import TYPE_CHECKING, Any
 
 from nas.checkpoints import CKPT_NAME
+from nas.tracking import SweepRecord, TrialRun
 from trainers.config import RunConfig
-from trainers.run import TrainResult
+
+if TYPE_CHECKING:  # torch: not for the driver, which imports this for the plan's checks
+    from trainers.run import TrainResult
 
 RESULT_NAME = "train-result.pkl"  # rank 0's TrainResult, in the run's one reported checkpoint
+
+
+@dataclass(frozen=True)
+class Workers:
+    """A data-parallel group: how many workers, and what each one reserves."""
+
+    count: int
+    cpus: float = 1.0
+    gpus: float = 0.0  # > 0: each worker trains on a GPU (fractions share one)
+
+
+@dataclass(frozen=True)
+class TrialLink:
+    """What ties a data-parallel fit to its sweep trial (plain data: it travels to workers)."""
+
+    record: SweepRecord
+    run_id: str  # the trial's run, opened by the trial process; rank 0 logs into it
+    key: str  # the trial key: checkpoints are marked with it
+    journal: str | None = None  # the trial's metric journal (``nas.outbox``)
 
 
 def check_split(cfg: RunConfig, workers: int) -> None:
@@ -44,39 +70,46 @@ def check_split(cfg: RunConfig, workers: int) -> None:
 def train_data_parallel(
     cfg: RunConfig,
     out_dir: Path,
-    workers: int,
-    use_gpu: bool = False,
+    workers: Workers,
     time_limit_s: float | None = None,
     peak_flops: float | None = None,
     ckpt_path: Path | None = None,
-    max_failures: int = 0,
+    link: TrialLink | None = None,
+    storage: Path | None = None,
 ) -> TrainResult:
     """Fit ``cfg`` over ``workers`` Ray Train workers of the Ray this process is connected to,
-    from ``ckpt_path`` if given, starting the workers again from their newest checkpoint up to
-    ``max_failures`` times when one fails. Rank 0's Lightning logs go under ``out_dir``, as do
-    Ray Train's own files (``ray-train``); both paths must be on storage every worker's node
-    reaches."""
+    from ``ckpt_path`` if given. Rank 0's Lightning logs go under ``out_dir``; Ray
+    Train's own files and checkpoints under ``storage`` (default ``out_dir/ray-train/train``).
+    Every worker must reach ``storage`` and ``ckpt_path``. With ``link``, the fit is a sweep
+    trial's (this process is its Tune trial)."""
     from ray.train import FailureConfig, ScalingConfig
     from ray.train import RunConfig as TrainRunConfig
     from ray.train.torch import TorchConfig, TorchTrainer
 
-    check_split(cfg, workers)
+    check_split(cfg, workers.count)
+    storage = storage or out_dir / "ray-train" / "train"
     loop_config = {
         "cfg": cfg,
         "out_dir": str(out_dir),
         "time_limit_s": time_limit_s,
         "peak_flops": peak_flops,
         "ckpt_path": None if ckpt_path is None else str(ckpt_path),
+        "link": link,
     }
+    use_gpu = workers.gpus > 0
+    per_worker = {"CPU": workers.cpus, **({"GPU": workers.gpus} if use_gpu else {})}
     trainer = TorchTrainer(
         _worker,
         train_loop_config=loop_config,
-        scaling_config=ScalingConfig(num_workers=workers, use_gpu=use_gpu),
+        scaling_config=ScalingConfig(
+            num_workers=workers.count, use_gpu=use_gpu, resources_per_worker=per_worker
+        ),
         torch_config=TorchConfig(backend="nccl" if use_gpu else "gloo"),
         run_config=TrainRunConfig(
-            name="train",
-            storage_path=str(out_dir / "ray-train"),
-            failure_config=FailureConfig(max_failures=max_failures),
+            name=storage.name,
+            storage_path=str(storage.parent),
+            failure_config=FailureConfig(max_failures=0),
+            callbacks=[] if link is None else _to_tune(),
         ),
     )
     outcome = trainer.fit()
@@ -85,8 +118,17 @@ def train_data_parallel(
     with outcome.checkpoint.as_directory() as folder:
         result: TrainResult = pickle.loads((Path(folder) / RESULT_NAME).read_bytes())
     if result.cost is not None:  # every worker held its devices for the whole fit
-        result = replace(result, cost=replace(result.cost, devices=result.cost.devices * workers))
+        result = replace(
+            result, cost=replace(result.cost, devices=result.cost.devices * workers.count)
+        )
     return result
+
+
+def _to_tune() -> list[Any]:
+    """Ray Train's callback that hands rank 0's reports to the Tune trial running this fit."""
+    from ray.tune.integration.ray_train import TuneReportCallback
+
+    return [TuneReportCallback()]
 
 
 def _worker(config: dict[str, Any]) -> None:
@@ -95,8 +137,15 @@ def _worker(config: dict[str, Any]) -> None:
     import ray.train
     from ray.train.lightning import RayDDPStrategy, RayLightningEnvironment
 
+    from nas.lightning_hooks import TrainReporter, TrialLogger
     from trainers.run import train
 
+    link: TrialLink | None = config["link"]
+    rank = ray.train.get_context().get_world_rank()
+    run = None
+    if link is not None and rank == 0:  # MLflow is written from rank 0 only
+        journal = None if link.journal is None else Path(link.journal)
+        run = TrialRun.attach(link.record, link.run_id, journal)
     # find_unused_parameters: a wiring may hold parameters that a configuration leaves out of
     # the graph (DDP otherwise waits for their gradients and fails at the next step)
     strategy = RayDDPStrategy(find_unused_parameters=True)
@@ -104,7 +153,8 @@ def _worker(config: dict[str, Any]) -> None:
         result, _ = train(
             config["cfg"],
             Path(config["out_dir"]),
-            callbacks=[TrainReporter()],
+            logger=None if run is None else TrialLogger(run),
+            callbacks=[TrainReporter("" if link is None else link.key)],
             progress=False,
             ckpt_path=_resume_from(Path(resume), config["ckpt_path"]),
             time_limit_s=config["time_limit_s"],
@@ -112,17 +162,20 @@ def _worker(config: dict[str, Any]) -> None:
             strategy=strategy,
             plugins=[RayLightningEnvironment()],
         )
+    if run is not None:
+        run.flush()  # every step in the store before the trial process records the outcome
     with tempfile.TemporaryDirectory() as tmp:
         checkpoint = None
-        if ray.train.get_context().get_world_rank() == 0:
+        if rank == 0:
             (Path(tmp) / RESULT_NAME).write_bytes(pickle.dumps(result))
             checkpoint = ray.train.Checkpoint.from_directory(tmp)
         ray.train.report({"steps": result.steps}, checkpoint=checkpoint)
 
 
 def _resume_from(dest: Path, given: str | None) -> Path | None:
-    """Ray Train's newest reported checkpoint (the group was started again after a failure),
-    copied into ``dest``; else the checkpoint the caller gave; else None (from scratch)."""
+    """Ray Train's newest registered checkpoint of this run, copied into ``dest``: a run
+    started again over the storage folder of an earlier attempt (a sweep trial's retry) finds
+    that attempt's there. Else the checkpoint the caller gave; else None (from scratch)."""
     import ray.train
 
     checkpoint = ray.train.get_checkpoint()
@@ -131,23 +184,3 @@ def _resume_from(dest: Path, given: str | None) -> Path | None:
     with checkpoint.as_directory() as folder:
         (dest / CKPT_NAME).write_bytes((Path(folder) / CKPT_NAME).read_bytes())
     return dest / CKPT_NAME
-
-
-class TrainReporter(L.Callback):
-    """After each validation, every worker: a Lightning checkpoint (a collective save that
-    rank 0 writes) and one report to Ray Train with the metrics and rank 0's checkpoint (a
-    report is a barrier: every rank reports as often as the others)."""
-
-    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        if trainer.sanity_checking:
-            return
-        import ray.train
-
-        metrics = {k: float(v) for k, v in trainer.callback_metrics.items()}
-        metrics["step"] = trainer.global_step
-        with tempfile.TemporaryDirectory() as tmp:
-            trainer.save_checkpoint(Path(tmp) / CKPT_NAME, weights_only=False)
-            checkpoint = None
-            if trainer.is_global_zero:
-                checkpoint = ray.train.Checkpoint.from_directory(tmp)
-            ray.train.report(metrics, checkpoint=checkpoint)

@@ -1,5 +1,6 @@
 """The Lightning side of a sweep trial: a logger that writes to the trial's MLflow run through
-``nas.tracking``, and a callback that reports each validation to Ray Tune with a checkpoint."""
+``nas.tracking``, and a callback that reports each validation with a checkpoint, to Ray Tune
+(``TuneReporter``) or, in a data-parallel trial's workers, to Ray Train (``TrainReporter``)."""
 
 from __future__ import annotations
 
@@ -47,10 +48,34 @@ class TrialLogger(Logger):
         self.run.log_files(files, PROFILE_FOLDER)
 
 
+def validation_report(trainer: L.Trainer, module: L.LightningModule, key: str) -> dict[str, Any]:
+    """A validation's report under Tune's keys (ASHA and Optuna read the objectives'), with
+    the step, the parameter count and the trial key.
+
+    A non-finite value (weights can go NaN a step before the training loss shows it) is left
+    out: ASHA and the searcher skip a report without their metric instead of ranking NaN; the
+    trial's last report then carries its status."""
+    metrics: dict[str, Any] = {
+        tune_key(k): float(v)
+        for k, v in trainer.callback_metrics.items()
+        if math.isfinite(float(v))
+    }
+    metrics[Report.STEP] = trainer.global_step
+    metrics[Report.PARAMS] = float(sum(p.numel() for p in module.parameters()))
+    metrics[Report.KEY] = key
+    return metrics
+
+
+def save_marked(trainer: L.Trainer, folder: Path, key: str) -> None:
+    """The Lightning checkpoint (every rank calls it; rank 0 writes), marked with the trial's
+    key and step so a later invocation finds it (``nas.checkpoints``)."""
+    trainer.save_checkpoint(folder / CKPT_NAME, weights_only=False)
+    if trainer.is_global_zero:
+        write_mark(folder, key, trainer.global_step)
+
+
 class TuneReporter(L.Callback):
-    """After each validation: a Lightning checkpoint, marked with the trial's key and step so a
-    later invocation finds it (``nas.checkpoints``), and the metrics to Tune (ASHA and Optuna
-    read the objectives' Tune keys)."""
+    """After each validation: a marked checkpoint and the metrics to Tune."""
 
     def __init__(self, key: str) -> None:
         self.key = key
@@ -60,19 +85,30 @@ class TuneReporter(L.Callback):
             return
         from ray import tune
 
-        # A non-finite value (weights can go NaN a step before the training loss shows it) is
-        # left out: ASHA and the searcher skip a report without their metric instead of
-        # ranking NaN; the trial's last report then carries its status.
-        metrics = {
-            tune_key(k): float(v)
-            for k, v in trainer.callback_metrics.items()
-            if math.isfinite(float(v))
-        }
-        metrics[Report.STEP] = trainer.global_step
-        metrics[Report.PARAMS] = float(sum(p.numel() for p in pl_module.parameters()))
+        metrics = validation_report(trainer, pl_module, self.key)
         with tempfile.TemporaryDirectory() as tmp:
-            folder = Path(tmp)
-            trainer.save_checkpoint(folder / CKPT_NAME, weights_only=False)
-            write_mark(folder, self.key, trainer.global_step)
-            checkpoint = tune.Checkpoint.from_directory(tmp)
-            tune.report({**metrics, Report.KEY: self.key}, checkpoint=checkpoint)
+            save_marked(trainer, Path(tmp), self.key)
+            tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(tmp))
+
+
+class TrainReporter(L.Callback):
+    """After each validation, every worker: the trial's marked checkpoint (a collective save
+    that rank 0 writes) and the report a single-device trial gives Tune, to Ray Train, with
+    rank 0's checkpoint (a report is a barrier: every rank reports as often as the others).
+    Outside a sweep the key is empty."""
+
+    def __init__(self, key: str = "") -> None:
+        self.key = key
+
+    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if trainer.sanity_checking:
+            return
+        import ray.train
+
+        metrics = validation_report(trainer, pl_module, self.key)
+        with tempfile.TemporaryDirectory() as tmp:
+            save_marked(trainer, Path(tmp), self.key)
+            checkpoint = None
+            if trainer.is_global_zero:
+                checkpoint = ray.train.Checkpoint.from_directory(tmp)
+            ray.train.report(metrics, checkpoint=checkpoint)

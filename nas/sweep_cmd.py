@@ -24,13 +24,23 @@ def add_sweep_parser(sub: Any) -> None:
     p.add_argument(
         "--cpus-per-trial",
         type=float,
-        help="CPU cores per trial, which sets its torch threads (default: one node's cores "
-        "divided by --concurrency)",
+        help="CPU cores per trial (per worker with --workers-per-trial), which sets its torch "
+        "threads (default: one node's cores divided by --concurrency and the workers)",
     )
     p.add_argument(
         "--gpus-per-trial",
         type=float,
-        help="fractions allowed (default: 1 when the cluster has GPUs, else 0)",
+        help="per trial (per worker with --workers-per-trial); fractions allowed (default: 1 "
+        "when the cluster has GPUs, else 0)",
+    )
+    p.add_argument(
+        "--workers-per-trial",
+        type=int,
+        default=1,
+        metavar="N",
+        help="train each trial data-parallel over N Ray Train workers (N GPUs, or N CPU "
+        "processes), each reserving --cpus-per-trial and --gpus-per-trial; train.batch_size "
+        "stays the global batch and must divide by N (default 1: one process)",
     )
     p.add_argument("--max-steps", type=int, help="override train.max_steps for every trial")
     p.add_argument("--seeds", help="comma-separated seeds, replacing the space's")
@@ -112,8 +122,16 @@ def _seeds(text: str | None) -> tuple[int, ...] | None:
 def run(args: argparse.Namespace) -> int:
     from nas.sweep import SweepOptions, run_sweep
 
-    if args.concurrency < 1 or (args.cpus_per_trial or 1) <= 0 or (args.gpus_per_trial or 0) < 0:
-        raise ValueError("--concurrency must be >= 1, --cpus-per-trial > 0, --gpus-per-trial >= 0")
+    if (
+        args.concurrency < 1
+        or (args.cpus_per_trial or 1) <= 0
+        or (args.gpus_per_trial or 0) < 0
+        or args.workers_per_trial < 1
+    ):
+        raise ValueError(
+            "--concurrency and --workers-per-trial must be >= 1, --cpus-per-trial > 0, "
+            "--gpus-per-trial >= 0"
+        )
     opts = SweepOptions(
         space=args.space,
         name=args.name,
@@ -121,6 +139,7 @@ def run(args: argparse.Namespace) -> int:
         concurrency=args.concurrency,
         cpus_per_trial=args.cpus_per_trial,
         gpus_per_trial=args.gpus_per_trial,
+        workers_per_trial=args.workers_per_trial,
         max_steps=args.max_steps,
         seeds=_seeds(args.seeds),
         overrides=tuple(args.overrides),

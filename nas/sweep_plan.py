@@ -30,6 +30,7 @@ class SweepOptions:
     concurrency: int = 1
     cpus_per_trial: float | None = None  # None: one node's cores / concurrency
     gpus_per_trial: float | None = None  # None: 1 when the cluster has GPUs, else 0
+    workers_per_trial: int = 1  # > 1: each trial data-parallel over this many Ray Train workers
     max_steps: int | None = None
     seeds: tuple[int, ...] | None = None
     overrides: tuple[str, ...] = ()
@@ -112,8 +113,10 @@ def plan(opts: SweepOptions) -> Plan:
         )
     if opts.study_storage is not None:
         _check_study_storage(opts.study_storage, space)
+    specs = grid_specs(cells)
+    _check_workers(opts.workers_per_trial, base, specs)
     _check_address(opts.address or os.environ.get("RAY_ADDRESS"))
-    return Plan(space, name, base, grid_specs(cells), skipped, storage)
+    return Plan(space, name, base, specs, skipped, storage)
 
 
 def budgeted(space: Space, base: RunConfig) -> bool:
@@ -142,6 +145,18 @@ def command_line_length(space_base: Mapping[str, Any], flat: Mapping[str, Any]) 
             if key in out:
                 out[key] = max(1 if out[key] else 0, round(out[key] * REFERENCE_STEPS / steps))
     return out
+
+
+def _check_workers(workers: int, base: RunConfig, specs: list[TrialSpec]) -> None:
+    """Every trial's global batch splits evenly over its data-parallel workers (a search's
+    sampled batch size is checked when it is proposed: the trial is infeasible)."""
+    from nas.data_parallel import check_split
+
+    try:
+        for cfg in [base, *(s.config for s in specs)]:
+            check_split(cfg, workers)
+    except ValueError as err:
+        raise ValueError(f"--workers-per-trial {workers}: {err}") from None
 
 
 def _check_study_storage(url: str, space: Space) -> None:

@@ -403,6 +403,25 @@ class TrialRun:
         self.logged |= fill_in(self.client, self.run_id, journal, self.logged)
         self.outbox = Outbox(self._send, journal, redact(record.uri))
 
+    @classmethod
+    def attach(cls, record: SweepRecord, run_id: str, journal: Path | None = None) -> TrialRun:
+        """The run another process opened, written from here too: a data-parallel trial's
+        rank 0 logs the training of the run its trial process opened and will end. Nothing
+        about the run changes (status, tags, params); the pairs it holds are not logged
+        again, and what is logged here goes through this process's own outbox and the same
+        journal."""
+        run = cls.__new__(cls)
+        run.client = _client(record.uri)
+        run.run_id = run_id
+        run.logged = run._history(run.client.get_run(run_id).data.metrics)
+        run.outbox = Outbox(run._send, journal, redact(record.uri))
+        return run
+
+    def flush(self) -> None:
+        """Wait until everything logged here is in the store (``TrackingOutage`` past the
+        tolerance), leaving the run open."""
+        self.outbox.close()
+
     def _history(self, keys: Mapping[str, float]) -> set[tuple[str, int]]:
         """(metric, step) pairs the run already holds."""
         return _steps(self.client, self.run_id, keys)

@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nas.checkpoints import CKPT_NAME
+from nas.checkpoints import CKPT_NAME, latest_checkpoints
+from nas.data_parallel import TrialLink, Workers, check_split
 from nas.outbox import TrackingOutage, journal_path
 from nas.spec import TrialSpec, proposal_identity, search_spec
 from nas.tracking import SweepRecord, TrialRun, find_trial
@@ -49,16 +50,20 @@ class SweepContext:
     peak_flops: float | None = None
     deadline: float | None = None  # time.time() after which no trial starts (--time-budget)
     folder: str | None = None  # the sweep's storage folder: the trials' metric journals
+    workers: Workers | None = None  # --workers-per-trial > 1: each trial's data-parallel group
 
     def journal(self, key: str) -> Path | None:
         return None if self.folder is None else journal_path(Path(self.folder), key)
 
     def spec_for(self, config: Mapping[str, Any]) -> TrialSpec:
         """The trial's spec from its Tune config; ValueError for a search point the
-        configuration rejects."""
+        configuration rejects, or whose batch does not split over the trial's workers."""
         if GRID_PARAM in config:
             return self.specs[str(config[GRID_PARAM])]
-        return search_spec(self.base, self.space, config, self.seed)
+        spec = search_spec(self.base, self.space, config, self.seed)
+        if self.workers is not None:
+            check_split(spec.config, self.workers.count)
+        return spec
 
     def key_for(self, config: Mapping[str, Any]) -> str:
         """The trial key, also for a proposal that has no valid configuration."""
@@ -246,6 +251,9 @@ def _fit(spec: TrialSpec, out: Path, run: TrialRun, ctx: SweepContext) -> Any:
     from nas.lightning_hooks import TrialLogger, TuneReporter
     from trainers.run import train
 
+    if ctx.workers is not None:
+        return _fit_data_parallel(spec, out, run, ctx, ctx.workers)
+
     def fit(ckpt: Path | None) -> Any:
         result, _ = train(
             spec.config,
@@ -268,6 +276,48 @@ def _fit(spec: TrialSpec, out: Path, run: TrialRun, ctx: SweepContext) -> Any:
             return fit(ckpt)
         earlier = _loadable(ctx.resume_from.get(spec.key, ()), ckpt)
         return fit(earlier)
+
+
+def _fit_data_parallel(
+    spec: TrialSpec, out: Path, run: TrialRun, ctx: SweepContext, workers: Workers
+) -> Any:
+    """The trial over its Ray Train workers. Their checkpoints lie beside the trial's folder in
+    this invocation's Tune experiment (``<experiment>/<trial id>-train``), where
+    ``nas.checkpoints`` finds them by key: a retry of this attempt, or a later invocation,
+    resumes from the newest of any attempt, read in place (every worker must reach it)."""
+    from ray import tune
+
+    from nas.data_parallel import train_data_parallel
+
+    assert ctx.folder is not None  # a sweep's context names its folder
+    tc = tune.get_context()
+    storage = Path(ctx.folder) / tc.get_experiment_name() / f"{tc.get_trial_id()}-train"
+    candidates = latest_checkpoints(Path(ctx.folder)).get(spec.key, [])
+    journal = ctx.journal(spec.key)
+    link = TrialLink(ctx.record, run.run_id, spec.key, None if journal is None else str(journal))
+    return train_data_parallel(
+        spec.config,
+        out,
+        workers,
+        time_limit_s=ctx.trial_timeout_s,
+        peak_flops=ctx.peak_flops,
+        ckpt_path=_loadable_in_place(candidates),
+        link=link,
+        storage=storage,
+    )
+
+
+def _loadable_in_place(candidates: list[Path]) -> Path | None:
+    """The newest checkpoint that loads (a kill can leave the newest truncated)."""
+    import torch
+
+    for path in candidates:
+        try:
+            torch.load(path, map_location="cpu", weights_only=True)
+        except Exception:  # truncated or missing: pickle, zip and OS errors alike
+            continue
+        return path
+    return None
 
 
 def _loadable(candidates: tuple[str, ...], dest: Path) -> Path | None:

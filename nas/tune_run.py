@@ -7,9 +7,11 @@ from __future__ import annotations
 import logging
 import os
 import signal
+from dataclasses import replace
 from typing import Any
 
 from nas.checkpoints import next_experiment
+from nas.data_parallel import Workers
 from nas.outbox import OUTAGE_ENV
 from nas.spec import TrialSpec
 from nas.sweep_plan import Plan, SweepOptions, budgeted
@@ -17,6 +19,8 @@ from nas.tracking import SECRET_URI_ENV, RecordedTrial, resolve_tracking_uri
 from nas.trial import SweepContext, run_trial
 from reports.redact import redact
 from reports.schema import GRID_PARAM
+
+DRIVER_MEMORY = 2**20  # bytes: a data-parallel trial's own reservation, a token (see tuner)
 
 
 def tuner(
@@ -34,10 +38,19 @@ def tuner(
     from nas.outcomes import TimeBudget
     from nas.searcher import searcher
 
-    trainable = tune.with_resources(
-        tune.with_parameters(run_trial, ctx=ctx),
-        {"cpu": _cpus_per_trial(opts), "gpu": _gpus_per_trial(opts)},
-    )
+    cpus, gpus = _cpus_per_trial(opts), _gpus_per_trial(opts)
+    resources = {"cpu": cpus, "gpu": gpus}
+    # A stopped data-parallel trial's actor must end rather than wait for the next trial: its
+    # Ray Train controller and workers, which it owns, end with it.
+    single = opts.workers_per_trial == 1
+    if not single:
+        # The trial only drives its Ray Train workers, which reserve the cores and GPUs
+        # themselves (Ray Train V2 places them outside the trial's own reservation). Tune
+        # refuses an empty reservation, and any CPU fraction would leave one worker too few
+        # cores on a full node: the trial reserves a token of memory instead.
+        ctx = replace(ctx, workers=Workers(opts.workers_per_trial, cpus, gpus))
+        resources = {"cpu": 0, "gpu": 0, "memory": DRIVER_MEMORY}
+    trainable = tune.with_resources(tune.with_parameters(run_trial, ctx=ctx), resources)
     run_config = tune.RunConfig(
         name=next_experiment(p.folder),
         storage_path=str(p.folder),
@@ -54,7 +67,7 @@ def tuner(
         tune_config = tune.TuneConfig(
             scheduler=_scheduler(opts, p),  # carries its own metric: Tune refuses it twice
             max_concurrent_trials=opts.concurrency,
-            reuse_actors=True,
+            reuse_actors=single,
         )
     else:
         param_space = {}
@@ -66,7 +79,7 @@ def tuner(
             scheduler=_scheduler(opts, p),
             num_samples=todo,
             max_concurrent_trials=opts.concurrency,
-            reuse_actors=True,
+            reuse_actors=single,
         )
     return tune.Tuner(
         trainable, param_space=param_space, tune_config=tune_config, run_config=run_config
@@ -103,14 +116,15 @@ def _scheduler(opts: SweepOptions, p: Plan) -> Any:
 def _cpus_per_trial(opts: SweepOptions) -> float:
     """Ray sets a trial's OMP_NUM_THREADS (so torch's threads) to the CPUs it reserves: one CPU
     per trial would leave a laptop's other cores idle at concurrency 1. By default a trial gets
-    the largest node's cores shared by the concurrent trials (never more than one node has)."""
+    the largest node's cores shared by the concurrent trials and their data-parallel workers
+    (never more than one node has)."""
     if opts.cpus_per_trial is not None:
         return opts.cpus_per_trial
     import ray
 
     per_node = [n["Resources"].get("CPU", 0) for n in ray.nodes() if n.get("Alive")]
     largest = max(per_node, default=1.0)
-    return float(max(1, int(largest // opts.concurrency)))
+    return float(max(1, int(largest // (opts.concurrency * opts.workers_per_trial))))
 
 
 def _gpus_per_trial(opts: SweepOptions) -> float:

@@ -1,5 +1,6 @@
-"""Data-parallel training (``nas.data_parallel``): two gloo workers on the CPU train what one
-process trains on the same global batch.
+"""Data-parallel sweep trials (``nas sweep --workers-per-trial``, ``nas.data_parallel``): two
+gloo workers on the CPU train what one process trains on the same global batch, and a killed
+worker's trial is retried from its checkpoint into the same run.
 
 Why the tolerance: the two runs differ only in the order of float sums. One process averages
 the loss over B·T tokens in one reduction; two workers each average B·T/2 and DDP averages their
@@ -14,24 +15,24 @@ within a few times that. ``RTOL`` = 1e-5 leaves a margin of ten over that bound;
 from __future__ import annotations
 
 import contextlib
-import csv
-import math
+import json
 import os
-import shutil
 import signal
-import tempfile
+import subprocess
+import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
-import torch
 
-from nas.data_parallel import check_split, train_data_parallel
+from nas.checkpoints import MARK_NAME
+from nas.data_parallel import check_split
+from reports.schema import PROFILE_FOLDER, ROLE_TRIAL, Metric, Tag
+from tests.ray_cluster import pids_naming, shared_env
 from trainers.config import RunConfig
 from trainers.config_io import from_dict
-from trainers.run import train
 
 RTOL = 1e-5
 WORKERS = 2
@@ -57,12 +58,6 @@ def _cfg(batch_size: int = 8, max_steps: int = 6, val_every: int = 3) -> RunConf
     )
 
 
-def _curve(out: Path, key: str) -> dict[int, float]:
-    """step -> value of ``key`` from the CSV logger's metrics.csv."""
-    with (out / "metrics.csv").open() as f:
-        return {int(row["step"]): float(row[key]) for row in csv.DictReader(f) if row.get(key)}
-
-
 def test_the_global_batch_must_split_evenly() -> None:
     """A batch that does not divide over the workers, or no workers, is refused naming the key."""
     with pytest.raises(ValueError, match=r"train\.batch_size: 6 does not split evenly over 4"):
@@ -72,54 +67,92 @@ def test_the_global_batch_must_split_evenly() -> None:
     check_split(_cfg(), WORKERS)
 
 
-@pytest.fixture
-def ray_cluster() -> Iterator[str]:
-    """A local 2-CPU Ray started by this process (its driver), and its temp folder, which
-    names every process of it; stopped after the test."""
-    import ray
-
-    # Ray's Unix sockets live in the temp folder, whose path must stay short (108 bytes).
-    root = tempfile.mkdtemp(prefix="nas-ray-dp-", dir="/tmp")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, _temp_dir=root)
-    try:
-        yield root
-    finally:
-        ray.shutdown()
-        shutil.rmtree(root, ignore_errors=True)
+# One arm, long enough for a kill between its checkpoints; the profile measured at each
+# validation (diagnostics_every 1) so a duplicate from a second rank would show.
+ONE_ARM = """\
+description: one data-parallel trial
+base: {{model.d_model: 32, model.n_heads: 2, model.n_layers: 2, model.seq_len: 16,
+       model.dropout: 0.0, train.batch_size: 8, train.max_steps: {steps},
+       train.val_every: {every}, train.val_batches: 2, train.warmup_steps: 2,
+       train.log_every: 1, train.lr: 0.001, train.diagnostics_every: 1,
+       train.diagnostics_batch: 2,
+       data.source: synthetic, data.hops: 1, data.n_symbols: 8}}
+params: {{model.residual: [standard]}}
+"""
 
 
-def test_two_workers_follow_the_single_process_loss_curve(tmp_path: Path, ray_cluster: str) -> None:
-    """Two gloo workers on batch B/2 each log the loss curve of one process on batch B, up to
-    float reordering (RTOL), and validate to the same loss."""
-    cfg = _cfg()
-    single, _ = train(cfg, tmp_path / "single", progress=False)
-    parallel = train_data_parallel(cfg, tmp_path / "parallel", WORKERS)
-    one, two = (
-        _curve(tmp_path / "single", "train/loss"),
-        _curve(tmp_path / "parallel", "train/loss"),
+def _sweep(tmp: Path, name: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """``nas sweep`` of ``space.yaml`` in ``tmp`` on the session's shared 2-CPU cluster."""
+    env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true", **shared_env()}
+    cmd = [sys.executable, "-m", "nas.cli", "sweep", str(tmp / "space.yaml"), "--name", name,
+           "--cpus-per-trial", "1", "--tracking-uri", f"sqlite:///{tmp / 'mlflow.db'}",
+           "--storage-path", str(tmp / "ray"), *args]  # fmt: skip
+    return subprocess.run(cmd, cwd=tmp, capture_output=True, text=True, timeout=600, env=env)
+
+
+def _trial(tmp: Path, name: str) -> tuple[Any, Any]:
+    """The sweep's one trial run, and the client that reads it."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp / 'mlflow.db'}")
+    exp = client.get_experiment_by_name(name)
+    assert exp is not None
+    runs = client.search_runs([exp.experiment_id], max_results=100)
+    trials = [r for r in runs if r.data.tags.get(Tag.ROLE) == ROLE_TRIAL]
+    assert len(trials) == 1, [r.data.tags for r in runs]
+    return trials[0], client
+
+
+def _history(client: Any, run_id: str, key: str) -> dict[int, float]:
+    """step -> value; asserts that no step was recorded twice."""
+    history = client.get_metric_history(run_id, key)
+    steps = [m.step for m in history]
+    assert len(steps) == len(set(steps)), (key, sorted(steps))
+    return {m.step: m.value for m in history}
+
+
+def test_a_sweep_trial_over_two_workers_records_what_one_process_does(tmp_path: Path) -> None:
+    """``--workers-per-trial 2``: the trial's one run holds the loss curve and validation of
+    the same trial trained in one process (within RTOL), every step once, its parameters
+    once, its dilution profile once (rank 0 alone measures and writes), status finished, and
+    its cost counts both workers."""
+    (tmp_path / "space.yaml").write_text(ONE_ARM.format(steps=20, every=10))
+    one = _sweep(tmp_path, "one")
+    assert one.returncode == 0, one.stdout[-2000:] + one.stderr[-3000:]
+    two = _sweep(tmp_path, "two", "--workers-per-trial", "2")
+    assert two.returncode == 0, two.stdout[-2000:] + two.stderr[-3000:]
+    assert "sweep two: 1 finished" in two.stdout
+
+    (single, client), (parallel, _) = _trial(tmp_path, "one"), _trial(tmp_path, "two")
+    assert parallel.info.status == "FINISHED" and parallel.data.tags[Tag.STATUS] == "finished"
+    assert parallel.data.params == single.data.params
+    for key in ("train/loss", "val/loss"):
+        a, b = (_history(client, r.info.run_id, key) for r in (single, parallel))
+        assert a.keys() == b.keys() and a, key
+        for step in a:
+            assert b[step] == pytest.approx(a[step], rel=RTOL), (key, step)
+    final = parallel.data.metrics
+    assert final[Metric.FINAL_STEPS] == 20
+    assert final[Metric.FINAL_VAL_LOSS] == pytest.approx(
+        single.data.metrics[Metric.FINAL_VAL_LOSS], rel=RTOL
     )
-    assert len(one) == cfg.train.max_steps and one.keys() == two.keys()
-    for step in one:
-        assert two[step] == pytest.approx(one[step], rel=RTOL), step
-    assert parallel.steps == single.steps == cfg.train.max_steps
-    assert parallel.val_loss == pytest.approx(single.val_loss, rel=RTOL)
-    assert math.isfinite(parallel.val_loss)
-    assert parallel.cost is not None and single.cost is not None
-    # Ray gives each worker one CPU, so one thread: the run's devices are its workers' threads
-    assert parallel.cost.devices == WORKERS
+    profiles = [a.path for a in client.list_artifacts(parallel.info.run_id, PROFILE_FOLDER)]
+    expected = [a.path for a in client.list_artifacts(single.info.run_id, PROFILE_FOLDER)]
+    assert profiles == expected and profiles
+    # two workers of one thread each held their cores for the whole trial
+    hours = final[Metric.FINAL_TRIAL_S] * WORKERS / 3600
+    assert final[Metric.FINAL_DEVICE_HOURS] == pytest.approx(hours, rel=1e-6)
 
 
-def _kill_one_worker_once_checkpointed(root: str, train_dir: Path, killed: list[int]) -> None:
-    """Wait until Ray Train's controller has registered a checkpoint (its snapshot file; a
-    checkpoint on storage whose report the controller has not yet collected dies with the
-    worker), then SIGKILL one Ray Train worker of the cluster whose temp folder is ``root``."""
-    from tests.ray_cluster import pids_naming
-
-    deadline = time.monotonic() + 120
-    snapshot = train_dir / "checkpoint_manager_snapshot.json"
-    while not snapshot.exists() and time.monotonic() < deadline:
+def _kill_a_worker_once_checkpointed(storage: Path, killed: list[int]) -> None:
+    """Once Ray Train has registered a checkpoint of the sweep's trial (its snapshot file in
+    the trial's ``*-train`` folder), SIGKILL one of its workers."""
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        if list(storage.glob("*/tune-*/*-train/checkpoint_manager_snapshot.json")):
+            break
         time.sleep(0.05)
-    for pid in pids_naming(root):
+    for pid in pids_naming("RayTrainWorker"):
         with contextlib.suppress(OSError):
             if b"RayTrainWorker" in Path(f"/proc/{pid}/cmdline").read_bytes():
                 os.kill(pid, signal.SIGKILL)
@@ -127,26 +160,29 @@ def _kill_one_worker_once_checkpointed(root: str, train_dir: Path, killed: list[
                 return
 
 
-def test_a_killed_worker_resumes_the_run_from_its_checkpoint(
-    tmp_path: Path, ray_cluster: str
-) -> None:
-    """SIGKILL of one worker once a checkpoint is registered: Ray Train starts the workers again
-    from the newest registered checkpoint and the run finishes; the first validation is
-    checkpointed once (a restart from scratch would save it twice; those saved but not yet
-    registered at the kill are saved again)."""
-    cfg = _cfg(max_steps=200, val_every=20)
+def test_a_killed_worker_retries_the_sweep_trial_from_its_checkpoint(tmp_path: Path) -> None:
+    """SIGKILL of one worker once a checkpoint is registered: Tune retries the trial, which
+    resumes from the newest checkpoint of its key into the same run. The sweep finishes with
+    one run, every step recorded once, and the first validation's checkpoint written once (a
+    retry from scratch would write it again)."""
+    (tmp_path / "space.yaml").write_text(ONE_ARM.format(steps=80, every=20))
     killed: list[int] = []
     killer = threading.Thread(
-        target=_kill_one_worker_once_checkpointed,
-        args=(ray_cluster, tmp_path / "ray-train" / "train", killed),
+        target=_kill_a_worker_once_checkpointed, args=(tmp_path / "ray", killed)
     )
     killer.start()
-    result = train_data_parallel(cfg, tmp_path, WORKERS, max_failures=1)
+    proc = _sweep(tmp_path, "kill", "--workers-per-trial", "2")
     killer.join()
     assert killed, "no worker was found to kill"
-    assert result.steps == 200 and math.isfinite(result.val_loss)
-    steps = [
-        torch.load(c, map_location="cpu", weights_only=False)["global_step"]
-        for c in (tmp_path / "ray-train" / "train").glob("checkpoint_*/last.ckpt")
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    run, client = _trial(tmp_path, "kill")
+    assert run.info.status == "FINISHED" and run.data.metrics[Metric.FINAL_STEPS] == 80
+    assert sorted(_history(client, run.info.run_id, "val/loss")) == list(range(19, 80, 20))
+    assert sorted(_history(client, run.info.run_id, "train/loss")) == list(range(80))
+    marks = [
+        json.loads(m.read_text())["step"]
+        for m in (tmp_path / "ray").glob(f"*/tune-*/*-train/checkpoint_*/{MARK_NAME}")
     ]
-    assert steps.count(20) == 1 and set(steps) == set(range(20, 201, 20)), sorted(steps)
+    # the sweep, settled, keeps its trial's newest checkpoint only; the attempts' storage
+    # folders (one per attempt's trial id) are what remain of the others
+    assert marks == [80], marks

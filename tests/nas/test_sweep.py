@@ -238,6 +238,8 @@ def test_resume_without_a_stored_sweep_exits_2(tmp_path: Path) -> None:
         (["smoke", "--seeds", "a,b"], "--seeds"),
         (["smoke", "--address", "127.0.0.1:1"], "no Ray cluster reachable"),
         (["smoke", "--storage-path", "/proc/nas-cannot-write-here"], "not a writable folder"),
+        (["smoke", "--workers-per-trial", "3"], "train.batch_size: 4 does not split evenly"),
+        (["smoke", "--workers-per-trial", "0"], "and --workers-per-trial must be >= 1"),
     ],
 )
 def test_bad_sweep_input_exits_2_before_anything_is_recorded(
