@@ -18,11 +18,19 @@ def add_report_parser(sub: Any) -> None:
         "report",
         help="write a sweep's ablation report (HTML + Markdown); no sweep: list them",
         description="Read a sweep's runs from MLflow and write a self-contained HTML page and "
-        "a Markdown twin with PNG figures, then log both to the sweep's parent run. Without a "
-        "sweep name, list the sweeps the store holds.",
+        "a Markdown twin with PNG figures, then log both to the sweep's parent run. Several "
+        "sweeps make one report over all their trials, arms matched by configuration (it is "
+        "logged to no parent run). Without a sweep name, list the sweeps the store holds.",
     )
-    p.add_argument("sweep", nargs="?", help="the sweep (MLflow experiment) name")
-    p.add_argument("--out", type=Path, help="output folder (default nas-reports/SWEEP)")
+    p.add_argument(
+        "sweeps",
+        nargs="*",
+        metavar="SWEEP",
+        help="sweep (MLflow experiment) names; NAME@URI reads one from another store",
+    )
+    p.add_argument(
+        "--out", type=Path, help="output folder (default nas-reports/SWEEP, or SWEEP+SWEEP…)"
+    )
     p.add_argument("--baseline", help="arm every other arm is compared with")
     p.add_argument("--format", default="html,md", help="comma-separated: html, md (default both)")
     p.add_argument(
@@ -33,7 +41,10 @@ def add_report_parser(sub: Any) -> None:
         "invocation's plan (latest; refused for a sweep that recorded no plans)",
     )
     p.add_argument(
-        "--tracking-uri", help="MLflow store (default: MLFLOW_TRACKING_URI or ./mlflow.db)"
+        "--tracking-uri",
+        action="append",
+        help="MLflow store (default: MLFLOW_TRACKING_URI or ./mlflow.db); once for every "
+        "sweep, or once per sweep in the same order",
     )
     p.set_defaults(run=run_report)
 
@@ -46,34 +57,63 @@ def _formats(text: str) -> list[str]:
     return chosen
 
 
+def sources(sweeps: list[str], uris: list[str] | None) -> list[tuple[str, str]]:
+    """(sweep name, store URI) per sweep named: ``NAME@URI``, else the i-th ``--tracking-uri``
+    when one is given per sweep, else the one given (or the default store)."""
+    from nas.tracking import resolve_tracking_uri
+
+    given = uris or []
+    if len(given) > 1 and len(given) != len(sweeps):
+        raise ValueError(
+            f"--tracking-uri given {len(given)} times for {len(sweeps)} sweeps: give it once "
+            "for all of them, once per sweep in order, or name stores as SWEEP@URI"
+        )
+    out = []
+    for i, sweep in enumerate(sweeps):
+        name, at, uri = sweep.partition("@")
+        if at and "://" in uri:
+            out.append((name, uri))
+        else:
+            one = given[i] if len(given) > 1 else (given[0] if given else None)
+            out.append((sweep, resolve_tracking_uri(one)))
+    return out
+
+
 def run_report(args: argparse.Namespace) -> int:
     from nas.tracking import resolve_tracking_uri
     from reports.load import list_sweeps, load_sweep
 
-    uri = resolve_tracking_uri(args.tracking_uri)
     formats = _formats(args.format)
-    if not args.sweep:
+    if not args.sweeps:
+        if args.tracking_uri and len(args.tracking_uri) > 1:
+            raise ValueError("--tracking-uri: give one store to list its sweeps")
+        uri = resolve_tracking_uri(args.tracking_uri[0] if args.tracking_uri else None)
         sweeps = list_sweeps(uri)
         if not sweeps:
             print(f"no sweeps in {redact(uri)}; run `nas sweep quick` first")
         for name, trials in sweeps:
             print(f"{name:<32} {trials} trial runs")
         return 0
+    from reports.merge import merge_sweeps
     from reports.plans import select_plan
 
-    data = select_plan(load_sweep(uri, args.sweep), args.plan)
+    where = sources(args.sweeps, args.tracking_uri)
+    data = merge_sweeps([select_plan(load_sweep(uri, name), args.plan) for name, uri in where])
     from reports.build import build_report
     from reports.write import write_report
 
     document = build_report(data, args.baseline)
-    out = (args.out or Path("nas-reports") / args.sweep).resolve()
+    default = Path("nas-reports") / "+".join(dict.fromkeys(name for name, _ in where))
+    out = (args.out or default).resolve()
     written = write_report(document, out, formats)
-    _log(uri, data, out)
+    if len(where) == 1:
+        _log(where[0][1], data, out)
     for path in written:
         if path.suffix in (".html", ".md"):
             print(f"wrote {path}")
-    store = "" if args.tracking_uri is None else f" --tracking-uri {redact(uri)}"
-    print(f"browse the runs: nas ui{store}")
+    for uri in dict.fromkeys(uri for _, uri in where):
+        store = "" if uri == resolve_tracking_uri(None) else f" --tracking-uri {redact(uri)}"
+        print(f"browse the runs: nas ui{store}")
     return 0
 
 

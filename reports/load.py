@@ -88,6 +88,8 @@ class SweepData:
       first; empty for a sweep recorded before plans were kept
     - ``plan``: which plans' trials ``trials`` holds: "all", or "latest" (``reports.plans``)
     - ``superseded``: how many parent runs ``--restart`` archived (their trials left out)
+    - ``sweeps``: a report over several sweeps (``reports.merge``): each sweep's label, and
+      ``trials`` and ``parents`` then have a ``sweep`` column; empty for one sweep
     """
 
     name: str
@@ -102,6 +104,7 @@ class SweepData:
     plans: list[dict[str, Any]] = field(default_factory=list)
     plan: PlanChoice = "all"
     superseded: int = 0
+    sweeps: tuple[str, ...] = ()
 
 
 TRIAL_COLUMNS = (

@@ -10,6 +10,7 @@ import pandas as pd
 
 from reports.document import Paragraph, Section, Table
 from reports.load import SweepData
+from reports.merge import SWEEP_COLUMN, separating_keys, sweeps_holding
 from reports.outcomes import WORDS, counts
 from reports.redact import redact
 from reports.schema import COMPARABLE, Status
@@ -51,6 +52,8 @@ def provenance(data: SweepData) -> Section:
     if data.superseded:
         rows.append(("archived", _archived(data.superseded)))
     blocks: list[Any] = [Table(("", "value"), tuple(rows))]
+    if data.sweeps:
+        blocks.extend(_sweeps(data))
     if running:
         blocks.append(
             Paragraph(
@@ -68,6 +71,44 @@ def provenance(data: SweepData) -> Section:
             Table(("trial", "outcome", "at step", "reason"), tuple(reasons[:MAX_ROWS]), caption)
         )
     return Section("Provenance", tuple(blocks))
+
+
+def _sweeps(data: SweepData) -> list[Any]:
+    """A report over several sweeps: each sweep's own provenance in one row, and what keeps
+    their trials from being compared, where anything does."""
+    held, parents = sweeps_holding(data.trials), sweeps_holding(data.parents)
+    rows = []
+    for sweep in data.sweeps:
+        mine = parents[parents[SWEEP_COLUMN] == sweep]
+        trials = held[held[SWEEP_COLUMN] == sweep]
+        rows.append(
+            (
+                sweep,
+                str(mine["command"].iloc[-1]) if len(mine) else "?",
+                run_counts(counts(trials), 0).removesuffix(", 0 skipped"),
+                _when(mine["start"].min()) if len(mine) else "?",
+                "; ".join(_values(trials, "hardware")) or "not recorded",
+            )
+        )
+    blocks: list[Any] = [
+        Table(
+            ("sweep", "command", "trials it holds", "first start", "hardware"),
+            tuple(rows),
+            "the sweeps this report covers; arms are matched by configuration, and a trial "
+            "recorded in more than one of them (same configuration and seed) is counted once",
+        )
+    ]
+    apart = separating_keys(data.trials)
+    if apart:
+        detail = "; ".join(f"`{k}` ({' / '.join(v)})" for k, v in apart.items())
+        blocks.append(
+            Paragraph(
+                f"The sweeps differ in {detail}: their trials are different configurations, "
+                "kept in separate arms, and no seed pairing or comparison crosses them.",
+                "note",
+            )
+        )
+    return blocks
 
 
 def run_counts(found: dict[Status, int], skipped: int) -> str:

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import math
 
+import pandas as pd
+
 from reports.ablation import ArmRow, arm_rows, partitions, with_arms
 from reports.document import Paragraph, Section, Table
 from reports.load import SweepData
+from reports.merge import SOURCES_SEP, SWEEP_COLUMN, sweeps_holding
 from reports.outcomes import configured, describe
 from reports.schema import Status
 from reports.sections.cells import fmt, fmt_ci, fmt_diff
@@ -34,11 +37,24 @@ def main_table(data: SweepData, baseline: str | None) -> tuple[Section, list[Arm
     if not rows:
         return Section("Results", (Paragraph("No trial has trained yet.", "warning"),)), rows
     highlight = tuple(i for i, r in enumerate(rows) if r.baseline == r.arm)
-    table = Table(
-        COLUMNS, tuple(_cells(r) for r in rows), "arms sorted by final validation loss", highlight
-    )
+    columns: tuple[str, ...] = COLUMNS
+    cells = [_cells(r) for r in rows]
+    if data.sweeps:  # several sweeps: where each arm's trials came from
+        where = _sweeps_of(data.trials, data.sweeps)
+        columns = (COLUMNS[0], "sweeps", *COLUMNS[1:])
+        cells = [(c[0], where.get(r.arm, "—"), *c[1:]) for r, c in zip(rows, cells, strict=True)]
+    table = Table(columns, tuple(cells), "arms sorted by final validation loss", highlight)
     notes = _notes(rows) + _partition_notes(partitions(configured(with_arms(data.trials))))
     return Section("Results", (table, *notes)), rows
+
+
+def _sweeps_of(trials: pd.DataFrame, order: tuple[str, ...]) -> dict[str, str]:
+    """arm -> the sweeps its trials came from, in the report's order of sweeps."""
+    labelled = sweeps_holding(configured(with_arms(trials)))
+    return {
+        str(arm): SOURCES_SEP.join(s for s in order if s in set(g[SWEEP_COLUMN]))
+        for arm, g in labelled.groupby("arm", sort=False)
+    }
 
 
 def _count(x: float, spec: str) -> str:

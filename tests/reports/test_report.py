@@ -12,8 +12,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from reports.ablation import arm_rows, with_arms
 from reports.build import build_report
+from reports.load import SweepData as LoadedSweep
 from reports.load import load_sweep
+from reports.merge import merge_sweeps, separating_keys
 from reports.render_md import render_markdown
 from reports.schema import Status
 from reports.sections.results import COLUMNS
@@ -174,3 +177,93 @@ def test_missing_store_is_refused_not_created(tmp_path: Path) -> None:
 def test_report_without_a_sweep_lists_them(swept: tuple[Path, str]) -> None:
     proc = _nas(swept[0], "report", "--tracking-uri", swept[1])
     assert proc.returncode == 0 and re.search(r"^smoke\s+4 trial runs$", proc.stdout, re.M)
+
+
+def _again(data: LoadedSweep, name: str, **columns: object) -> LoadedSweep:
+    """``data`` as if recorded again under ``name``: new run ids, columns replaced."""
+    trials = data.trials.assign(run_id=data.trials["run_id"] + name, **columns)
+    curves = data.curves.assign(run_id=data.curves["run_id"] + name)
+    profiles = data.profiles.assign(run_id=data.profiles["run_id"] + name)
+    return dataclasses.replace(data, name=name, trials=trials, curves=curves, profiles=profiles)
+
+
+def test_a_sweep_reported_with_its_extension_gives_the_extended_table(
+    swept: tuple[Path, str], tmp_path: Path
+) -> None:
+    """The sweep as it was before its second seed (a copy of the store without seed 1's runs)
+    reported together with the extended sweep: the same arm statistics as the extended sweep
+    alone, each trial once, and the CLI's table names both sweeps for every arm."""
+    import shutil
+
+    from mlflow.tracking import MlflowClient
+
+    root, uri = swept
+    early = f"sqlite:///{tmp_path / 'early.db'}"
+    shutil.copy(root / "mlflow.db", tmp_path / "early.db")
+    client = MlflowClient(tracking_uri=early)
+    exp = client.get_experiment_by_name("smoke")
+    for run in client.search_runs([exp.experiment_id], "tags.`nas.seed` = '1'"):
+        client.delete_run(run.info.run_id)
+    before, after = load_sweep(early, "smoke"), load_sweep(uri, "smoke")
+    assert len(before.trials) == 2 and len(after.trials) == 4
+    merged = merge_sweeps([before, after])
+    assert len(merged.trials) == 4 and merged.trials["run_id"].is_unique
+    assert arm_rows(merged.trials) == arm_rows(after.trials)
+    # recorded twice under different run ids (a copied sweep): still each configuration and
+    # seed once
+    assert arm_rows(merge_sweeps([after, _again(after, "copy")]).trials) == arm_rows(after.trials)
+
+    out = tmp_path / "both"
+    proc = _nas(root, "report", f"smoke@{early}", f"smoke@{uri}", "--format", "md",
+                "--out", str(out))  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    markdown = (out / "report.md").read_text()
+    for arm in ("standard", "block_attnres"):
+        # the main table's row: one more column than a one-sweep report's
+        cells = next(
+            [c.strip().strip("*") for c in x.strip("|").split("|")]
+            for x in markdown.splitlines()
+            if x.lstrip("| *").startswith(arm) and x.count(" | ") == len(COLUMNS)
+        )
+        assert cells[1] == f"smoke@{early}, smoke@{uri}", cells
+
+
+def test_sweeps_that_ran_different_lengths_are_never_paired(swept: tuple[Path, str]) -> None:
+    """A second sweep of the same arms with another train.max_steps: four arms, each compared
+    only with the baseline of its own length, and the report says what kept them apart."""
+    data = load_sweep(swept[1], "smoke")
+    longer = _again(data, "longer", **{"train.max_steps": 999, "key": data.trials["key"] + "L"})
+    merged = merge_sweeps([data, longer])
+    rows = arm_rows(merged.trials)
+    assert len(rows) == 4
+    steps = {a: str(s) for a, s in with_arms(merged.trials)[["arm", "train.max_steps"]].values}
+    for row in rows:
+        assert row.baseline is not None and steps[row.baseline] == steps[row.arm], row
+    assert separating_keys(merged.trials) == {
+        "train.max_steps": ["longer: 999", f"smoke: {data.trials['train.max_steps'].iloc[0]}"]
+    }
+    text, _ = render_markdown(build_report(merged))
+    assert "no seed pairing or comparison crosses them" in text
+
+
+def test_arms_are_matched_by_configuration_not_by_name(swept: tuple[Path, str]) -> None:
+    """The same configurations recorded in a second sweep under other arm names, with other
+    seeds: two arms of four seeds each, as if one sweep had run them all."""
+    data = load_sweep(swept[1], "smoke")
+    renamed = _again(
+        data,
+        "renamed",
+        arm="x-" + data.trials["arm"],
+        seed=data.trials["seed"] + 10,
+        key=data.trials["key"] + "R",
+    )
+    rows = arm_rows(merge_sweeps([data, renamed]).trials)
+    assert len(rows) == 2 and all(len(r.seeds) == 4 for r in rows), rows
+    assert {r.seeds for r in rows} == {(0, 1, 10, 11)}
+
+
+def test_tracking_uris_must_pair_with_the_sweeps(swept: tuple[Path, str]) -> None:
+    root, uri = swept
+    proc = _nas(root, "report", "a", "b", "c", "--tracking-uri", uri, "--tracking-uri", uri)
+    assert proc.returncode == 2 and "--tracking-uri given 2 times for 3 sweeps" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
