@@ -36,14 +36,41 @@ def _png(fig: Any) -> bytes:
     return buffer.getvalue()
 
 
+# Fewer seeds than this: a 95% t-interval is too wide to read (two seeds: t = 12.7 times the
+# standard error, reaching the bottom of a log axis), so the band shows the seeds' range.
+MIN_SEEDS_FOR_INTERVAL = 3
+
+
 def _band(ax: Any, x: np.ndarray, groups: Sequence[np.ndarray], label: str) -> None:
-    """Mean line with a 95% interval band over seeds (no band with one seed)."""
+    """Mean line over seeds with a band: the 95% interval where every point has at least
+    ``MIN_SEEDS_FOR_INTERVAL`` seeds, otherwise the seeds' range (min to max; none with one
+    seed). ``spread_caption`` says which."""
     stats = [mean_ci(list(g)) for g in groups]
     mean = np.array([s.mean for s in stats])
     (line,) = ax.plot(x, mean, marker=".", label=label)
-    half = np.array([s.half_width for s in stats])
-    if np.isfinite(half).any():
-        ax.fill_between(x, mean - half, mean + half, alpha=0.2, color=line.get_color())
+    if min((len(g) for g in groups), default=0) >= MIN_SEEDS_FOR_INTERVAL:
+        half = np.array([s.half_width for s in stats])
+        low, high = mean - half, mean + half
+    else:
+        low = np.array([np.min(g) if len(g) else np.nan for g in groups])
+        high = np.array([np.max(g) if len(g) else np.nan for g in groups])
+    if np.isfinite(high - low).any() and np.nanmax(high - low) > 0:
+        ax.fill_between(x, low, high, alpha=0.2, color=line.get_color())
+
+
+def spread_caption(trials: pd.DataFrame) -> str:
+    """What the figures' shaded bands are, from how many seeds each arm finished."""
+    done = comparable(with_arms(trials))
+    seeds = done.groupby("arm")["seed"].nunique() if len(done) else pd.Series(dtype=int)
+    if seeds.empty or seeds.max() < 2:
+        return "Lines: one seed per arm (no band)."
+    if seeds.min() >= MIN_SEEDS_FOR_INTERVAL:
+        return "Lines: mean over seeds; bands: 95% Student-t interval over seeds."
+    return (
+        "Lines: mean over seeds; bands: the range of the seeds (min to max) where an arm has "
+        f"fewer than {MIN_SEEDS_FOR_INTERVAL} seeds (a 95% interval over two seeds would span "
+        "most of the plot), the 95% Student-t interval where it has more."
+    )
 
 
 def loss_curves(trials: pd.DataFrame, curves: pd.DataFrame) -> bytes | None:
@@ -57,7 +84,7 @@ def loss_curves(trials: pd.DataFrame, curves: pd.DataFrame) -> bytes | None:
         steps = np.array(sorted(g["step"].unique()))
         _band(ax, steps + 1, [g[g.step == s]["value"].to_numpy() for s in steps], str(arm))
     ax.set(xlabel="training step", ylabel="validation loss (nats/token)")
-    ax.set_title("validation loss per arm (mean, 95% band over seeds)")
+    ax.set_title("validation loss per arm (mean over seeds)")
     ax.legend(fontsize=7)
     return _png(fig)
 
@@ -88,7 +115,7 @@ def draw_depth_scaling(trials: pd.DataFrame) -> Any:
         rates = [g[g[DEPTH_KEY] == d]["diverged"].mean() for d in depths]
         rate_ax.plot(depths, rates, marker="o", label=str(wiring))
     loss_ax.set(ylabel="final validation loss (finished trials)")
-    loss_ax.set_title("validation loss against depth (mean, 95% band over seeds)")
+    loss_ax.set_title("validation loss against depth (mean over seeds)")
     rate_ax.set(ylabel="fraction of trials diverged", ylim=(-0.05, 1.05))
     rate_ax.set_title("divergence against depth")
     for ax in (loss_ax, rate_ax):

@@ -12,11 +12,14 @@ from reports.load import SweepData
 
 def figure_section(data: SweepData) -> Section | None:
     blocks: list[Any] = []
+    spread = figures.spread_caption(data.trials)
     curves = figures.loss_curves(data.trials, data.curves)
     if curves:
         blocks.append(
             Figure(
-                "loss_curves", curves, "Validation loss per arm over training (finished trials)."
+                "loss_curves",
+                curves,
+                f"Validation loss per arm over training (finished trials). {spread}",
             )
         )
     depth = figures.depth_scaling(data.trials)
@@ -27,7 +30,7 @@ def figure_section(data: SweepData) -> Section | None:
                 depth,
                 "Final validation loss against depth over the finished trials (left), and the "
                 "fraction of each depth's trials that diverged, of those that trained to an "
-                "outcome (right).",
+                f"outcome (right). {spread}",
             )
         )
     profile = figures.dilution_profiles(data.trials, data.profiles)
@@ -37,7 +40,8 @@ def figure_section(data: SweepData) -> Section | None:
                 "dilution_profiles",
                 profile,
                 "Per-layer profiles at the end of training, deepest setting: block output "
-                "norm, stream norm entering each block, parameter-gradient norm per block.",
+                "norm, stream norm entering each block, parameter-gradient norm per block. "
+                f"{spread}",
             )
         )
     for i, (arm, png) in enumerate(figures.depth_weight_heatmaps(data.trials, data.depth_weights)):

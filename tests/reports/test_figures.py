@@ -6,8 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from reports.figures import draw_compute_fits, draw_depth_scaling
+from reports.figures import draw_compute_fits, draw_depth_scaling, spread_caption
 from reports.schema import Status
+from reports.stats import mean_ci
 from tests.reports.frames import sweep, trial
 
 
@@ -57,3 +58,36 @@ def test_narrow_log_axis_has_plain_decimal_labels() -> None:
         assert float(text) == pytest.approx(label.get_position()[1], rel=1e-6)
     low, high = ax.get_ylim()
     assert sum(low <= float(t.get_text()) <= high for t in labels) >= 2
+
+
+def _band_extent(losses: list[np.ndarray]) -> list[tuple[float, float]]:
+    """(low, high) of the shaded band at each depth of a standard-only depth figure."""
+    rows = [
+        trial("standard", s, float(v), model__n_layers=n)
+        for n, values in zip((4, 8), losses, strict=True)
+        for s, v in enumerate(values)
+    ]
+    loss_ax = draw_depth_scaling(sweep(rows).trials).axes[0]
+    (band,) = loss_ax.collections
+    ys = band.get_paths()[0].vertices[:, 1]
+    xs = band.get_paths()[0].vertices[:, 0]
+    return [(float(ys[xs == n].min()), float(ys[xs == n].max())) for n in (4, 8)]
+
+
+def test_two_seeds_are_drawn_as_their_range_three_as_an_interval() -> None:
+    """With two seeds the band is the seeds' range (a 95% t-interval, 12.7 standard errors
+    wide, would hide the lines); with three it is the interval, and the caption says which."""
+    two = [np.array([3.0, 3.2]), np.array([2.5, 2.9])]
+    assert _band_extent(two) == [pytest.approx((3.0, 3.2)), pytest.approx((2.5, 2.9))]
+    three = [np.array([3.0, 3.1, 3.2]), np.array([2.5, 2.7, 2.9])]
+    for (low, high), values in zip(_band_extent(three), three, strict=True):
+        ci = mean_ci(list(values))
+        assert (low, high) == pytest.approx((ci.mean - ci.half_width, ci.mean + ci.half_width))
+        assert low < values.min()  # wider than the range: the interval, not the seeds
+    captions = [
+        spread_caption(sweep([trial("standard", s, 3.0) for s in range(n)]).trials)
+        for n in (1, 2, 3)
+    ]
+    assert "no band" in captions[0]
+    assert "range of the seeds" in captions[1] and "Student-t" in captions[2]
+    assert "range" not in captions[2]
