@@ -164,8 +164,8 @@ def load_run(uri: str, run_id: str, flag: str = "--from-run") -> RecordedRun:
 def find_trial(uri: str, sweep: str, arm: str, seed: int) -> str:
     """The run id of the live trial of ``sweep`` (an experiment name) with that arm and seed;
     a trial of a parent ``--restart`` archived is not live. ValueError, one line saying what
-    the store holds instead, when there is none or more than one (a search samples several
-    points per arm and seed)."""
+    the store holds instead, when there is none or more than one (a record written by hand or
+    an older version may repeat an arm's seed)."""
     client = _open(uri)
     exp = client.get_experiment_by_name(sweep)
     every = _sweep_runs(client, exp.experiment_id, ROLE_SWEEP) if exp else []
@@ -185,8 +185,8 @@ def find_trial(uri: str, sweep: str, arm: str, seed: int) -> str:
         )
     if len(found) > 1:
         raise ValueError(
-            f"sweep {sweep!r}, arm {arm!r}, seed {seed} holds {len(found)} trials "
-            f"(a search's points); name one by run id: {', '.join(sorted(found))}"
+            f"sweep {sweep!r}, arm {arm!r}, seed {seed} holds {len(found)} live trials; "
+            f"name one by run id: {', '.join(sorted(found))}"
         )
     return found[0]
 
