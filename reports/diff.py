@@ -70,14 +70,15 @@ class Compared:
     @property
     def relative(self) -> float | None:
         """(B - A) / |A|; None where A is 0 (no scale to measure the change by)."""
-        delta = self.delta
-        if delta is None or self.a == 0:
+        if self.a is None or self.b is None or self.a == 0:
             return None
-        return delta / abs(self.a)  # type: ignore[arg-type]
+        return (self.b - self.a) / abs(self.a)
 
 
 @dataclass(frozen=True)
 class RunDiff:
+    """Run A against run B: what ``nas diff`` prints."""
+
     a: RecordedRun
     b: RecordedRun
     changes: list[Change]
