@@ -11,6 +11,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from nas.diff_cmd import add_diff_parser
 from nas.report_cmd import add_report_parser
 from nas.spaces_cmd import add_spaces_parser
 from nas.sweep_cmd import add_sweep_parser
@@ -38,6 +39,7 @@ def build_parser() -> Parser:
     add_spaces_parser(sub)
     add_sweep_parser(sub)
     add_report_parser(sub)
+    add_diff_parser(sub)
     add_ui_parser(sub)
     return parser
 

@@ -61,10 +61,14 @@ LEGACY_STATUS = {
 
 @dataclass(frozen=True)
 class RecordedRun:
+    """One run as recorded: params (strings, as MLflow keeps them), tags, latest metrics, and
+    where its artifacts are (its dilution profiles, for a trial)."""
+
     run_id: str
     params: dict[str, str]
     tags: dict[str, str]
     metrics: dict[str, float]
+    artifact_uri: str = ""
 
 
 @dataclass(frozen=True)
@@ -144,16 +148,50 @@ def first_line(err: BaseException) -> str:
     return text.splitlines()[0] if text else type(err).__name__
 
 
-def load_run(uri: str, run_id: str) -> RecordedRun:
-    """One run's params, tags and latest metrics; ValueError when it cannot be read."""
+def load_run(uri: str, run_id: str, flag: str = "--from-run") -> RecordedRun:
+    """One run's params, tags and latest metrics; ValueError (one line, naming ``flag``) when
+    the store cannot be opened or holds no such run."""
     from mlflow.exceptions import MlflowException
 
     try:
-        run = _client(uri).get_run(run_id)
+        run = _open(uri).get_run(run_id)
     except MlflowException as err:
-        message = f"--from-run {run_id}: no such run in {uri} ({first_line(err)})"
+        message = f"{flag} {run_id}: no such run in {uri} ({first_line(err)})"
         raise ValueError(redact(message)) from None
-    return RecordedRun(run_id, dict(run.data.params), dict(run.data.tags), dict(run.data.metrics))
+    data = run.data
+    return RecordedRun(
+        run_id, dict(data.params), dict(data.tags), dict(data.metrics), run.info.artifact_uri
+    )
+
+
+def find_trial(uri: str, sweep: str, arm: str, seed: int) -> str:
+    """The run id of the live trial of ``sweep`` (an experiment name) with that arm and seed;
+    a trial of a parent ``--restart`` archived is not live. ValueError, one line saying what
+    the store holds instead, when there is none or more than one (a record written by hand or
+    an older version may repeat an arm's seed)."""
+    client = _open(uri)
+    exp = client.get_experiment_by_name(sweep)
+    every = _sweep_runs(client, exp.experiment_id, ROLE_SWEEP) if exp else []
+    if not every:
+        known = ", ".join(n for n, _ in list_sweeps(uri)) or "none"
+        raise ValueError(redact(f"no sweep named {sweep!r} in {uri}; sweeps there: {known}"))
+    _, trials = _live(every, _sweep_runs(client, exp.experiment_id, ROLE_TRIAL))
+    arms = sorted({str(r.data.tags.get(Tag.ARM)) for r in trials})
+    if arm not in arms:
+        raise ValueError(f"sweep {sweep!r} has no arm {arm!r}; arms: {', '.join(arms) or 'none'}")
+    of_arm = [r for r in trials if r.data.tags.get(Tag.ARM) == arm]
+    found = [r.info.run_id for r in of_arm if _seed(r) == seed]
+    if not found:
+        seeds = sorted({s for r in of_arm if (s := _seed(r)) is not None})
+        raise ValueError(
+            f"sweep {sweep!r}, arm {arm!r} has no seed {seed}; seeds: {', '.join(map(str, seeds))}"
+        )
+    if len(found) > 1:
+        raise ValueError(
+            f"sweep {sweep!r}, arm {arm!r}, seed {seed} holds {len(found)} live trials; "
+            f"name one by run id: {', '.join(sorted(found))}"
+        )
+    return found[0]
 
 
 def _sweep_runs(client: Any, experiment_id: str, role: str) -> list[Any]:
@@ -283,9 +321,13 @@ def _artifacts(uri: str, run: Any) -> Any:
     ``MlflowClient``'s artifact calls look the run up again on every call and search the
     experiment's logged models besides (four store queries per file); nothing here logs a
     model, so the run's own repository holds every file they would find."""
+    return _repository(uri, run.info.artifact_uri)
+
+
+def _repository(uri: str, artifact_uri: str) -> Any:
     from mlflow.store.artifact.artifact_repository_registry import get_artifact_repository
 
-    return get_artifact_repository(run.info.artifact_uri, tracking_uri=uri)
+    return get_artifact_repository(artifact_uri, tracking_uri=uri)
 
 
 def _trial_frame(trials: list[Any], curves: pd.DataFrame) -> pd.DataFrame:
@@ -436,9 +478,9 @@ def _yaml_artifact(repo: Any, name: str) -> Any:
         return yaml.safe_load(Path(path).read_text())
 
 
-def _last_profile(uri: str, run: Any) -> dict[str, Any] | None:
-    """A trial's last dilution profile (the JSON with the highest step); None without one."""
-    repo = _artifacts(uri, run)
+def _last_profile(repo: Any) -> dict[str, Any] | None:
+    """A trial's last dilution profile (the JSON with the highest step) from its artifact
+    ``repo``; None without one."""
     files = sorted(a.path for a in repo.list_artifacts(PROFILE_FOLDER) if a.path.endswith(".json"))
     if not files:
         return None
@@ -451,26 +493,41 @@ def _profiles(uri: str, trials: list[Any]) -> tuple[pd.DataFrame, dict[str, np.n
     the files are fetched ``READERS`` at a time."""
     rows: list[dict[str, Any]] = []
     weights: dict[str, np.ndarray] = {}
-    found = _each(lambda run: _last_profile(uri, run), trials)
+    found = _each(lambda run: _last_profile(_artifacts(uri, run)), trials)
     for run, data in zip(trials, found, strict=True):
         if data is None:
             continue
-        n = int(data["n_layers"])
-        grad = data.get("grad_norm") or [np.nan] * n
-        for block in range(n):
-            rows.append(
-                {
-                    "run_id": run.info.run_id,
-                    "block": block + 1,
-                    "output_norm": _float(data["output_norm"][block]),
-                    "stream_norm": _float(data["stream_norm"][block]),
-                    "grad_norm": _float(grad[block]),
-                }
-            )
+        rows.extend(_profile_rows(run.info.run_id, data))
         if data.get("depth_weights") is not None:
             weights[run.info.run_id] = np.array(data["depth_weights"], dtype=float)
-    columns = ["run_id", "block", "output_norm", "stream_norm", "grad_norm"]
-    return pd.DataFrame(rows, columns=columns), weights
+    return pd.DataFrame(rows, columns=PROFILE_COLUMNS), weights
+
+
+def run_profile(uri: str, run: RecordedRun) -> pd.DataFrame:
+    """One trial's last dilution profile, a row per block (``PROFILE_COLUMNS``, as in
+    ``SweepData.profiles``); empty where it recorded none."""
+    data = _last_profile(_repository(uri, run.artifact_uri))
+    rows = [] if data is None else _profile_rows(run.run_id, data)
+    return pd.DataFrame(rows, columns=PROFILE_COLUMNS)
+
+
+PROFILE_COLUMNS = ["run_id", "block", "output_norm", "stream_norm", "grad_norm"]
+
+
+def _profile_rows(run_id: str, data: dict[str, Any]) -> list[dict[str, Any]]:
+    """A profile file's per-block norms as rows, blocks numbered from 1."""
+    n = int(data["n_layers"])
+    grad = data.get("grad_norm") or [np.nan] * n
+    return [
+        {
+            "run_id": run_id,
+            "block": block + 1,
+            "output_norm": _float(data["output_norm"][block]),
+            "stream_norm": _float(data["stream_norm"][block]),
+            "grad_norm": _float(grad[block]),
+        }
+        for block in range(n)
+    ]
 
 
 def _float(x: Any) -> float:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+from tests.cli import run_nas
 from tests.reports.browser import ChromiumUnavailable, ensure_chromium
 
 
@@ -15,3 +18,14 @@ def chromium() -> str:
         return ensure_chromium()
     except ChromiumUnavailable as err:
         pytest.skip(f"no headless Chromium: {err}")
+
+
+@pytest.fixture(scope="session")
+def swept(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """(folder, tracking URI) holding one finished ``smoke`` sweep with seeds 0 and 1, swept
+    once for the session: the report and diff tests only read it."""
+    root = tmp_path_factory.mktemp("swept")
+    uri = f"sqlite:///{root / 'mlflow.db'}"
+    proc = run_nas(root, "sweep", "smoke", "--seeds", "0,1", "--tracking-uri", uri)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return root, uri

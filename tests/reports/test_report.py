@@ -1,7 +1,7 @@
 """``nas report`` on a real sweep: a local Ray ``smoke`` sweep over two seeds recorded in a real
-MLflow store, then the report's numbers checked against the runs themselves, the page checked
-in headless Chromium, and the variants (one seed, a running sweep, failures) built from the same
-record."""
+MLflow store (the session's ``swept``, shared with the diff tests), then the report's numbers
+checked against the runs themselves, the page checked in headless Chromium, and the variants (one
+seed, a running sweep, failures) built from the same record."""
 
 from __future__ import annotations
 
@@ -23,16 +23,6 @@ from reports.sections.results import COLUMNS
 from tests.cli import run_nas as _nas
 from tests.reports.browser import check_page
 from tests.reports.test_browser import artifact_dir
-
-
-@pytest.fixture(scope="module")
-def swept(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
-    """(folder, tracking URI) holding one finished ``smoke`` sweep with seeds 0 and 1."""
-    root = tmp_path_factory.mktemp("swept")
-    uri = f"sqlite:///{root / 'mlflow.db'}"
-    proc = _nas(root, "sweep", "smoke", "--seeds", "0,1", "--tracking-uri", uri)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return root, uri
 
 
 def _final_losses(uri: str) -> dict[str, dict[int, float]]:
