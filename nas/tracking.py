@@ -43,9 +43,21 @@ from reports.schema import (
 def resolve_tracking_uri(cli: str | None = None) -> str:
     """``--tracking-uri``, else ``MLFLOW_TRACKING_URI``, else MLflow's own default: a SQLite
     file in the working directory, so ``mlflow ui`` there shows the runs."""
-    if cli:
-        return cli
-    return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{Path.cwd() / 'mlflow.db'}"
+    uri = cli or os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{Path.cwd() / 'mlflow.db'}"
+    return absolute_sqlite(uri)
+
+
+def absolute_sqlite(uri: str) -> str:
+    """A SQLite URI with a relative path (``sqlite:///mlflow.db``) made absolute from here:
+    trial workers run in folders of their own, where the relative path names another file
+    (their runs would go to a store of their own, or fail to find the sweep's experiment)."""
+    prefix = "sqlite:///"
+    if not uri.startswith(prefix) or uri.startswith(prefix + "/"):
+        return uri
+    path, sep, query = uri.removeprefix(prefix).partition("?")
+    if path == ":memory:":
+        return uri
+    return f"{prefix}{(Path.cwd() / path).resolve()}{sep}{query}"
 
 
 def config_hash(params: Mapping[str, Any]) -> str:
