@@ -1,5 +1,5 @@
-"""``nas report``: a sweep's ablation report (HTML and Markdown) from its MLflow record, also
-logged to the sweep's parent run."""
+"""``nas report``: a sweep's ablation report (HTML and Markdown; LaTeX and tidy CSV on request)
+from its MLflow record, also logged to the sweep's parent run."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ from typing import Any
 
 from reports.plans import PLAN_CHOICES
 from reports.redact import redact
+from reports.write import FORMATS
 
-FORMATS = ("html", "md")
+DEFAULT_FORMATS = "html,md"
 
 
 def add_report_parser(sub: Any) -> None:
@@ -24,7 +25,12 @@ def add_report_parser(sub: Any) -> None:
     p.add_argument("sweep", nargs="?", help="the sweep (MLflow experiment) name")
     p.add_argument("--out", type=Path, help="output folder (default nas-reports/SWEEP)")
     p.add_argument("--baseline", help="arm every other arm is compared with")
-    p.add_argument("--format", default="html,md", help="comma-separated: html, md (default both)")
+    p.add_argument(
+        "--format",
+        default=DEFAULT_FORMATS,
+        help="comma-separated: html (one page), md (Markdown + PNG figures), tex (LaTeX + PDF "
+        "figures), csv (trials.csv and arms.csv); default html,md",
+    )
     p.add_argument(
         "--plan",
         choices=PLAN_CHOICES,
@@ -67,10 +73,10 @@ def run_report(args: argparse.Namespace) -> int:
 
     document = build_report(data, args.baseline)
     out = (args.out or Path("nas-reports") / args.sweep).resolve()
-    written = write_report(document, out, formats)
+    written = write_report(document, out, formats, data, args.baseline)
     _log(uri, data, out)
     for path in written:
-        if path.suffix in (".html", ".md"):
+        if path.suffix in (".html", ".md", ".tex", ".csv"):
             print(f"wrote {path}")
     store = "" if args.tracking_uri is None else f" --tracking-uri {redact(uri)}"
     print(f"browse the runs: nas ui{store}")

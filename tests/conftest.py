@@ -1,7 +1,7 @@
 """Suite-wide marks: which test modules are ``slow``.
 
 These modules start whole sweeps (``nas sweep`` in a subprocess, with its own local Ray; the
-report tests sweep ``smoke`` over two seeds once for the module), a two-node Ray cluster, or a
+report tests sweep ``smoke`` over two seeds once for the session), a two-node Ray cluster, or a
 headless browser. A rule here rather than a decorator per test, because
 the rule holds whatever tests a module ends up with.
 The few quick checks in these modules (bad input exiting 2 before any trial starts) ride along.

@@ -22,16 +22,6 @@ from tests.reports.browser import check_page
 from tests.reports.test_browser import artifact_dir
 
 
-@pytest.fixture(scope="module")
-def swept(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
-    """(folder, tracking URI) holding one finished ``smoke`` sweep with seeds 0 and 1."""
-    root = tmp_path_factory.mktemp("swept")
-    uri = f"sqlite:///{root / 'mlflow.db'}"
-    proc = _nas(root, "sweep", "smoke", "--seeds", "0,1", "--tracking-uri", uri)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return root, uri
-
-
 def _final_losses(uri: str) -> dict[str, dict[int, float]]:
     """arm -> seed -> final validation loss, read straight from MLflow (not through reports)."""
     from mlflow.tracking import MlflowClient
