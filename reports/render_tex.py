@@ -51,7 +51,7 @@ _ESCAPES = {
     "…": r"\ldots{}",
     "§": r"\S{}",
 }
-CONTROL_SPACE = "\\ "
+_CONTROL_SPACE = "\\ "
 # A character TeX joins with its twin (-- is a dash, '' a quote): kept apart by an empty group.
 _LIGATURES = "-`'"
 _SECTIONING = {2: "section", 3: "subsection", 4: "subsubsection", 5: "paragraph", 6: "subparagraph"}
@@ -103,7 +103,13 @@ def _figure_path(f: Figure, figure_dir: str) -> str:
 
 
 def _figure_bytes(f: Figure) -> bytes:
-    return f.png if f.pdf is None else f.pdf()
+    if f.pdf is None:
+        return f.png
+    pdf = f.pdf()
+    # Checked here rather than in Figure, which would have to draw it to know.
+    if not pdf.startswith(b"%PDF"):
+        raise ValueError(f"Figure {f.name!r}: its pdf drawing is not a PDF file")
+    return pdf
 
 
 def _section(section: Section, figure_dir: str) -> str:
@@ -132,7 +138,7 @@ def _code(text: str) -> str:
     unescaped, and a symbol like ± in a command line would stop the build."""
     # Control spaces keep runs of spaces (indentation) that TeX would otherwise collapse;
     # \mbox{} starts each line so that an empty one is a line too.
-    lines = ["\\mbox{}" + escape(line).replace(" ", CONTROL_SPACE) for line in text.split("\n")]
+    lines = ["\\mbox{}" + escape(line).replace(" ", _CONTROL_SPACE) for line in text.split("\n")]
     return "\\begin{flushleft}\\ttfamily\\small\n" + "\\\\\n".join(lines) + "\n\\end{flushleft}"
 
 

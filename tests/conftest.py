@@ -35,6 +35,7 @@ SLOW_MODULES = frozenset(
         "nas/test_gpu_scheduling.py",
         "nas/test_tracking_faults.py",
         "reports/test_browser.py",
+        "reports/test_formats.py",
         "reports/test_report.py",
     )
 )
