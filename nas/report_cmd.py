@@ -1,5 +1,5 @@
-"""``nas report``: a sweep's ablation report (HTML and Markdown) from its MLflow record, also
-logged to the sweep's parent run."""
+"""``nas report``: a sweep's ablation report (HTML and Markdown; LaTeX and tidy CSV on request)
+from its MLflow record, also logged to the sweep's parent run."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ from typing import Any
 
 from reports.plans import PLAN_CHOICES
 from reports.redact import redact
+from reports.write import FORMATS
 
-FORMATS = ("html", "md")
+DEFAULT_FORMATS = "html,md"
 
 
 def add_report_parser(sub: Any) -> None:
@@ -32,7 +33,12 @@ def add_report_parser(sub: Any) -> None:
         "--out", type=Path, help="output folder (default nas-reports/SWEEP, or SWEEP+SWEEP…)"
     )
     p.add_argument("--baseline", help="arm every other arm is compared with")
-    p.add_argument("--format", default="html,md", help="comma-separated: html, md (default both)")
+    p.add_argument(
+        "--format",
+        default=DEFAULT_FORMATS,
+        help="comma-separated: html (one page), md (Markdown + PNG figures), tex (LaTeX + PDF "
+        "figures), csv (trials.csv and arms.csv); default html,md",
+    )
     p.add_argument(
         "--plan",
         choices=PLAN_CHOICES,
@@ -105,11 +111,11 @@ def run_report(args: argparse.Namespace) -> int:
     document = build_report(data, args.baseline)
     default = Path("nas-reports") / "+".join(dict.fromkeys(name for name, _ in where))
     out = (args.out or default).resolve()
-    written = write_report(document, out, formats)
+    written = write_report(document, out, formats, data, args.baseline)
     if len(where) == 1:
         _log(where[0][1], data, out)
     for path in written:
-        if path.suffix in (".html", ".md"):
+        if path.suffix in (".html", ".md", ".tex", ".csv"):
             print(f"wrote {path}")
     for uri in dict.fromkeys(uri for _, uri in where):
         store = "" if uri == resolve_tracking_uri(None) else f" --tracking-uri {redact(uri)}"

@@ -2,13 +2,15 @@
 
 A report is a ``Document`` of ``Section``s, each holding ``Paragraph``, ``Table`` and ``Figure``
 blocks. Every block is a frozen value object validated at construction, so the renderers
-(``render_html``, ``render_md``) never meet a malformed table or an unsafe figure name.
+(``render_html``, ``render_md``, ``render_tex``) never meet a malformed table or an unsafe figure
+name.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Literal, get_args
 
 ParagraphKind = Literal["text", "note", "warning", "code"]
@@ -47,6 +49,9 @@ class Table:
     """Shown above the table; empty for none."""
     highlight: tuple[int, ...] = ()
     """Indices into ``rows`` to emphasize (e.g. the baseline)."""
+    bold: tuple[tuple[int, int], ...] = ()
+    """``(row, column)`` cells set in bold (e.g. each column's best value); the caption says
+    what bold means."""
 
     def __post_init__(self) -> None:
         if not self.columns:
@@ -59,11 +64,21 @@ class Table:
             raise ValueError(
                 f"Table highlight {bad}: no such rows (the table has {len(self.rows)})"
             )
+        outside = [
+            (r, c)
+            for r, c in self.bold
+            if not (0 <= r < len(self.rows) and 0 <= c < len(self.columns))
+        ]
+        if outside:
+            raise ValueError(
+                f"Table bold {outside}: no such cells (the table has {len(self.rows)} rows of "
+                f"{len(self.columns)})"
+            )
 
 
 @dataclass(frozen=True)
 class Figure:
-    """A rendered PNG image with its caption."""
+    """A rendered PNG image with its caption, and where it was drawn, the drawing as PDF."""
 
     name: str
     """File stem, ``[a-z0-9_-]+``, unique within a document."""
@@ -71,6 +86,10 @@ class Figure:
     """The encoded PNG file."""
     caption: str
     """Shown under the figure and used as its alt text."""
+    pdf: Callable[[], bytes] | None = field(default=None, compare=False, repr=False)
+    """Saves the same drawing as a vector PDF. Called only by a renderer that wants one (LaTeX),
+    so a report without it never pays for a second rendering; None for a figure that exists only
+    as pixels."""
 
     def __post_init__(self) -> None:
         if not _FIGURE_NAME.fullmatch(self.name):

@@ -1,11 +1,13 @@
-"""The report's figures, each a pure function from frames to PNG bytes (matplotlib's
-object-oriented API on the Agg canvas: no display, no global pyplot state)."""
+"""The report's figures, each a pure function from frames to an ``Image``: PNG bytes, and the
+same drawing as PDF on demand (matplotlib's object-oriented API on the Agg canvas: no display,
+no global pyplot state)."""
 
 from __future__ import annotations
 
 import io
 import warnings
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -27,6 +29,15 @@ def _figure(ncols: int = 1, nrows: int = 1, size: tuple[float, float] = (7, 4.2)
     return fig, axes
 
 
+@dataclass(frozen=True)
+class Image:
+    """A drawn figure: its PNG, and a function saving the same drawing as a vector PDF (only a
+    LaTeX report asks, so the other formats never render a figure twice)."""
+
+    png: bytes
+    pdf: Callable[[], bytes] = field(compare=False, repr=False)
+
+
 def _png(fig: Any) -> bytes:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
@@ -34,6 +45,17 @@ def _png(fig: Any) -> bytes:
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", bbox_inches="tight")
     return buffer.getvalue()
+
+
+def _pdf(fig: Any) -> bytes:
+    buffer = io.BytesIO()
+    # No creation date: the same figure gives the same bytes, as its PNG does.
+    fig.savefig(buffer, format="pdf", bbox_inches="tight", metadata={"CreationDate": None})
+    return buffer.getvalue()
+
+
+def _image(fig: Any) -> Image:
+    return Image(_png(fig), lambda: _pdf(fig))
 
 
 # Fewer seeds than this: a 95% t-interval is too wide to read (two seeds: t = 12.7 times the
@@ -73,7 +95,7 @@ def spread_caption(trials: pd.DataFrame) -> str:
     )
 
 
-def loss_curves(trials: pd.DataFrame, curves: pd.DataFrame) -> bytes | None:
+def loss_curves(trials: pd.DataFrame, curves: pd.DataFrame) -> Image | None:
     done = comparable(with_arms(trials))
     data = curves[curves.metric == Metric.VAL_LOSS].merge(done[["run_id", "arm"]], on="run_id")
     if data.empty:
@@ -86,13 +108,13 @@ def loss_curves(trials: pd.DataFrame, curves: pd.DataFrame) -> bytes | None:
     ax.set(xlabel="training step", ylabel="validation loss (nats/token)")
     ax.set_title("validation loss per arm (mean over seeds)")
     ax.legend(fontsize=7)
-    return _png(fig)
+    return _image(fig)
 
 
-def depth_scaling(trials: pd.DataFrame) -> bytes | None:
-    """The depth-scaling figure as PNG; None where the trials span fewer than two depths."""
+def depth_scaling(trials: pd.DataFrame) -> Image | None:
+    """The depth-scaling figure; None where the trials span fewer than two depths."""
     fig = draw_depth_scaling(trials)
-    return None if fig is None else _png(fig)
+    return None if fig is None else _image(fig)
 
 
 def draw_depth_scaling(trials: pd.DataFrame) -> Any:
@@ -180,7 +202,7 @@ def deepest(trials: pd.DataFrame) -> pd.DataFrame:
     return trials[trials[DEPTH_KEY] == trials[DEPTH_KEY].max()]
 
 
-def dilution_profiles(trials: pd.DataFrame, profiles: pd.DataFrame) -> bytes | None:
+def dilution_profiles(trials: pd.DataFrame, profiles: pd.DataFrame) -> Image | None:
     """The per-layer picture (the AttnRes paper's Figure 5 shape): each arm's mean over seeds
     of output, stream and gradient norm against block index, at the deepest setting."""
     done = deepest(comparable(with_arms(trials)))
@@ -196,12 +218,12 @@ def dilution_profiles(trials: pd.DataFrame, profiles: pd.DataFrame) -> bytes | N
         plain_log_labels(ax.yaxis)
         _integer_ticks(ax)
     axes[0, 0].legend(fontsize=7)
-    return _png(fig)
+    return _image(fig)
 
 
 def depth_weight_heatmaps(
     trials: pd.DataFrame, weights: dict[str, np.ndarray]
-) -> list[tuple[str, bytes]]:
+) -> list[tuple[str, Image]]:
     """Per AttnRes arm (deepest setting), the mean depth-attention weights over seeds, the
     pre-attention sites and the pre-MLP sites apart (the paper's Figure 8 shape). Site rows
     are in sublayer order with the output site last."""
@@ -231,13 +253,13 @@ def depth_weight_heatmaps(
             ax.set(title=f"{arm}: {title} sites", xlabel="source (0 = embedding)", ylabel="block")
             _integer_ticks(ax, y=True)
             fig.colorbar(image, ax=ax)
-        out.append((str(arm), _png(fig)))
+        out.append((str(arm), _image(fig)))
     return out
 
 
 def pareto(
     trials: pd.DataFrame, keys: Sequence[str], front: Sequence[int], labels: Sequence[str]
-) -> bytes | None:
+) -> Image | None:
     """Two objectives against each other, the Pareto front joined up."""
     if len(keys) != 2 or trials.empty:
         return None
@@ -249,7 +271,7 @@ def pareto(
     ax.plot(x[order], y[order], color="C3", marker="o", label="Pareto front")
     ax.set(xlabel=labels[0], ylabel=labels[1], title="multi-objective search")
     ax.legend(fontsize=7)
-    return _png(fig)
+    return _image(fig)
 
 
 def draw_compute_fits(
@@ -272,11 +294,11 @@ def draw_compute_fits(
 
 def compute_fits(
     points: dict[str, tuple[np.ndarray, np.ndarray]], fits: dict[str, Callable[[Any], Any]]
-) -> bytes | None:
+) -> Image | None:
     """Loss against training compute per wiring, with each fitted power law."""
     if not points:
         return None
-    return _png(draw_compute_fits(points, fits))
+    return _image(draw_compute_fits(points, fits))
 
 
 def draw_iso_flop(curves: dict[tuple[float, str], dict[int, np.ndarray]]) -> Any:
@@ -306,9 +328,9 @@ def draw_iso_flop(curves: dict[tuple[float, str], dict[int, np.ndarray]]) -> Any
     return fig
 
 
-def iso_flop(curves: dict[tuple[float, str], dict[int, np.ndarray]]) -> bytes | None:
+def iso_flop(curves: dict[tuple[float, str], dict[int, np.ndarray]]) -> Image | None:
     """Loss against depth per FLOP budget and wiring; None when there is nothing to draw or more
     lines than a plot can show (the table carries them)."""
     if not curves or len(curves) > MAX_LINES:
         return None
-    return _png(draw_iso_flop(curves))
+    return _image(draw_iso_flop(curves))

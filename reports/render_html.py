@@ -128,10 +128,15 @@ def _table(t: Table) -> str:
         lines.append(f"<caption>{_inline(t.caption)}</caption>")
     head = "".join(f'<th scope="col">{_inline(c)}</th>' for c in t.columns)
     lines += ["<thead>", f"<tr>{head}</tr>", "</thead>", "<tbody>"]
-    marked = set(t.highlight)
+    marked, bold = set(t.highlight), set(t.bold)
     for i, row in enumerate(t.rows):
         cls = ' class="highlight"' if i in marked else ""
-        cells = "".join(f"<td>{_inline(c)}</td>" for c in row)
+        cells = "".join(
+            f"<td><strong>{_inline(c)}</strong></td>"
+            if (i, j) in bold
+            else f"<td>{_inline(c)}</td>"
+            for j, c in enumerate(row)
+        )
         lines.append(f"<tr{cls}>{cells}</tr>")
     lines += ["</tbody>", "</table>"]
     return "\n".join(lines)

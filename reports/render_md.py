@@ -24,7 +24,7 @@ _LIST_NUMBER = re.compile(
 
 def render_markdown(doc: Document, figure_dir: str = "figures") -> tuple[str, dict[str, bytes]]:
     """The Markdown text and the figure files to write next to it, keyed by relative path."""
-    figure_dir = _check_figure_dir(figure_dir)
+    figure_dir = check_figure_dir(figure_dir)
     parts = [f"# {_escape(doc.title)}"]
     if doc.subtitle:
         parts.append(f"*{_escape(doc.subtitle)}*")
@@ -33,7 +33,7 @@ def render_markdown(doc: Document, figure_dir: str = "figures") -> tuple[str, di
     return "\n\n".join(parts) + "\n", files
 
 
-def _check_figure_dir(figure_dir: str) -> str:
+def check_figure_dir(figure_dir: str) -> str:
     """A relative folder inside the report: the links must keep working when it is moved."""
     path = PurePosixPath(figure_dir)
     if path.is_absolute() or ".." in path.parts or str(path) in ("", "."):
@@ -110,8 +110,11 @@ def _table(t: Table) -> str:
     lines = [f"**{_inline(t.caption)}**", ""] if t.caption else []
     lines.append(_row([_cell(c) for c in t.columns]))
     lines.append(_row(["---"] * len(t.columns)))
-    marked = set(t.highlight)
-    lines.extend(_row([_cell(c, bold=i in marked) for c in row]) for i, row in enumerate(t.rows))
+    marked, bold = set(t.highlight), set(t.bold)
+    lines.extend(
+        _row([_cell(c, bold=i in marked or (i, j) in bold) for j, c in enumerate(row)])
+        for i, row in enumerate(t.rows)
+    )
     return "\n".join(lines)
 
 

@@ -3,6 +3,10 @@
 Everything is built in a temporary folder beside ``out`` (same filesystem, so renames are atomic)
 and only then renamed into place; a previous report is moved aside first and deleted last. A
 render that fails half-way leaves ``out`` as it was and removes its temporary folder.
+
+Formats: ``html`` (one self-contained page), ``md`` (Markdown, PNG figures), ``tex`` (LaTeX,
+PDF figures) and ``csv`` (the tidy ``trials.csv`` and ``arms.csv``, made from the sweep's data
+rather than the document).
 """
 
 from __future__ import annotations
@@ -12,32 +16,51 @@ import shutil
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from reports.document import Document
 from reports.render_html import render_html
 from reports.render_md import render_markdown
+from reports.render_tex import render_tex
 
-FORMATS = ("html", "md")
+if TYPE_CHECKING:
+    from reports.load import SweepData
+
+FORMATS = ("html", "md", "tex", "csv")
 HTML_FILE = "report.html"
 MD_FILE = "report.md"
+TEX_FILE = "report.tex"
+CSV_FILES = ("trials.csv", "arms.csv")  # reports.tidy's; restated so that --help stays light
 FIGURE_DIR = "figures"
+FIGURE_SUFFIXES = (".png", ".pdf")
 
 
-def write_report(doc: Document, out: Path, formats: Sequence[str]) -> list[Path]:
-    """Write ``report.html`` and/or ``report.md`` (+ ``figures/*.png``) as the folder ``out``.
+def write_report(
+    doc: Document,
+    out: Path,
+    formats: Sequence[str],
+    data: SweepData | None = None,
+    baseline: str | None = None,
+) -> list[Path]:
+    """Write ``report.html``, ``report.md`` (+ ``figures/*.png``), ``report.tex`` (+
+    ``figures/*.pdf``) and/or ``trials.csv`` + ``arms.csv`` as the folder ``out``. The CSV files
+    come from ``data`` (with ``baseline``, the arm the document's comparisons used), which the
+    ``csv`` format needs.
 
     Returns the written files (under ``out``). Raises ValueError, one line, when ``out`` cannot be
     created or written, or when it is an existing folder holding something other than a report:
     replacing it would delete files this function did not write.
     """
     wanted = _check_formats(formats)
+    if "csv" in wanted and data is None:
+        raise ValueError("format csv: needs the sweep's data, not only its document")
     out = Path(out).resolve()
     _check_replaceable(out)
     _make_parent(out)
     staging = _staging_dir(out)
     try:
         try:
-            relative = _build(doc, staging, wanted)
+            relative = _build(doc, staging, wanted, data, baseline)
         except OSError as err:
             raise _unwritable(out, _reason(err)) from None
         _swap_in(staging, out)
@@ -65,9 +88,11 @@ def _reason(err: OSError) -> str:
 
 
 def _is_report_file(rel: Path) -> bool:
-    if rel.parts == (HTML_FILE,) or rel.parts == (MD_FILE,) or rel.parts == (FIGURE_DIR,):
+    if len(rel.parts) == 1 and rel.parts[0] in (HTML_FILE, MD_FILE, TEX_FILE, FIGURE_DIR):
         return True
-    return len(rel.parts) == 2 and rel.parts[0] == FIGURE_DIR and rel.suffix == ".png"
+    if len(rel.parts) == 1 and rel.parts[0] in CSV_FILES:
+        return True
+    return len(rel.parts) == 2 and rel.parts[0] == FIGURE_DIR and rel.suffix in FIGURE_SUFFIXES
 
 
 def _check_replaceable(out: Path) -> None:
@@ -106,15 +131,21 @@ def _staging_dir(out: Path) -> Path:
     return staging
 
 
-def _build(doc: Document, staging: Path, formats: tuple[str, ...]) -> list[Path]:
+def _build(
+    doc: Document,
+    staging: Path,
+    formats: tuple[str, ...],
+    data: SweepData | None,
+    baseline: str | None,
+) -> list[Path]:
     """Render each format and write its files into ``staging``; the relative paths written."""
     written: list[str] = []
     for fmt in formats:
-        files = _render(doc, fmt)
-        for rel, data in files.items():
+        files = _tables(data, baseline) if fmt == "csv" else _render(doc, fmt)
+        for rel, content in files.items():
             path = staging / rel
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(data)
+            path.write_bytes(content)
         written.extend(files)
     return sorted(Path(rel) for rel in written)
 
@@ -123,8 +154,18 @@ def _render(doc: Document, fmt: str) -> dict[str, bytes]:
     """One format's files, keyed by path relative to the report folder."""
     if fmt == "html":
         return {HTML_FILE: render_html(doc).encode("utf-8")}
+    if fmt == "tex":
+        text, figures = render_tex(doc, FIGURE_DIR)
+        return {TEX_FILE: text.encode("utf-8"), **figures}
     text, figures = render_markdown(doc, FIGURE_DIR)
     return {MD_FILE: text.encode("utf-8"), **figures}
+
+
+def _tables(data: SweepData | None, baseline: str | None) -> dict[str, bytes]:
+    from reports.tidy import csv_files  # pandas: only when csv is asked for
+
+    assert data is not None  # write_report checked
+    return csv_files(data, baseline)
 
 
 def _swap_in(staging: Path, out: Path) -> None:

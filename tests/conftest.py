@@ -1,7 +1,8 @@
 """Suite-wide marks: which test modules are ``slow``.
 
 These modules start whole sweeps (``nas sweep`` in a subprocess, with its own local Ray; the
-report and diff tests share one ``smoke`` sweep over two seeds), a two-node Ray cluster, or a
+report, diff and formats tests share one ``smoke`` sweep over two seeds), a two-node Ray
+cluster, or a
 headless browser. A rule here rather than a decorator per test, because
 the rule holds whatever tests a module ends up with.
 The few quick checks in these modules (bad input exiting 2 before any trial starts) ride along.
@@ -35,6 +36,7 @@ SLOW_MODULES = frozenset(
         "nas/test_gpu_scheduling.py",
         "nas/test_tracking_faults.py",
         "reports/test_browser.py",
+        "reports/test_formats.py",
         "reports/test_report.py",
         "reports/test_diff_sweep.py",
     )

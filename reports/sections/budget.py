@@ -52,15 +52,16 @@ def budget_section(data: SweepData) -> Section | None:
     # edge warning checks.
     fronts = {w: frontier_points(c) for w, c in cells.items()}
     blocks: list[Any] = [_curve_table(runs, fronts)]
-    png = figures.iso_flop(_curves(runs))
-    if png:
+    image = figures.iso_flop(_curves(runs))
+    if image:
         blocks.append(
             Figure(
                 "iso_flop",
-                png,
+                image.png,
                 "Final validation loss against depth at each "
                 "FLOP budget (colour) per wiring (line style), mean and 95% "
                 "interval over seeds.",
+                image.pdf,
             )
         )
     blocks.append(_frontier_table(fronts))

@@ -18,8 +18,9 @@ def figure_section(data: SweepData) -> Section | None:
         blocks.append(
             Figure(
                 "loss_curves",
-                curves,
+                curves.png,
                 f"Validation loss per arm over training (finished trials). {spread}",
+                curves.pdf,
             )
         )
     depth = figures.depth_scaling(data.trials)
@@ -27,10 +28,11 @@ def figure_section(data: SweepData) -> Section | None:
         blocks.append(
             Figure(
                 "depth_scaling",
-                depth,
+                depth.png,
                 "Final validation loss against depth over the finished trials (left), and the "
                 "fraction of each depth's trials that diverged, of those that trained to an "
                 f"outcome (right). {spread}",
+                depth.pdf,
             )
         )
     profile = figures.dilution_profiles(data.trials, data.profiles)
@@ -38,19 +40,23 @@ def figure_section(data: SweepData) -> Section | None:
         blocks.append(
             Figure(
                 "dilution_profiles",
-                profile,
+                profile.png,
                 "Per-layer profiles at the end of training, deepest setting: block output "
                 "norm, stream norm entering each block, parameter-gradient norm per block. "
                 f"{spread}",
+                profile.pdf,
             )
         )
-    for i, (arm, png) in enumerate(figures.depth_weight_heatmaps(data.trials, data.depth_weights)):
+    for i, (arm, image) in enumerate(
+        figures.depth_weight_heatmaps(data.trials, data.depth_weights)
+    ):
         blocks.append(
             Figure(
                 f"depth_weights_{i}",
-                png,
+                image.png,
                 f"{arm}: depth-attention weights (rows: blocks' sites, columns: sources; "
                 "mean over tokens and seeds).",
+                image.pdf,
             )
         )
     return Section("Figures", tuple(blocks)) if blocks else None

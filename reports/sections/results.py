@@ -4,6 +4,7 @@ other seeds ended, and its comparison with its baseline."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import pandas as pd
 
@@ -14,6 +15,7 @@ from reports.merge import SOURCES_SEP, SWEEP_COLUMN, sweeps_holding
 from reports.outcomes import configured, describe
 from reports.schema import Status
 from reports.sections.cells import fmt, fmt_ci, fmt_diff
+from reports.stats import Interval
 
 COLUMNS = (
     "arm",
@@ -30,6 +32,12 @@ COLUMNS = (
     "p (Holm)",
     "verdict",
 )
+# The columns whose best (lowest) mean is set in bold.
+LOSS_COLUMNS: dict[str, Callable[[ArmRow], Interval]] = {
+    "final val loss": lambda r: r.final,
+    "best val loss": lambda r: r.best,
+    "val bits/byte": lambda r: r.bpb,
+}
 
 
 def main_table(data: SweepData, baseline: str | None) -> tuple[Section, list[ArmRow]]:
@@ -39,11 +47,13 @@ def main_table(data: SweepData, baseline: str | None) -> tuple[Section, list[Arm
     highlight = tuple(i for i, r in enumerate(rows) if r.baseline == r.arm)
     columns: tuple[str, ...] = COLUMNS
     cells = [_cells(r) for r in rows]
+    best = _best_cells(rows)
     if data.sweeps:  # several sweeps: where each arm's trials came from
         where = _sweeps_of(data.trials, data.sweeps)
         columns = (COLUMNS[0], "sweeps", *COLUMNS[1:])
         cells = [(c[0], where.get(r.arm, "—"), *c[1:]) for r, c in zip(rows, cells, strict=True)]
-    table = Table(columns, tuple(cells), "arms sorted by final validation loss", highlight)
+        best = tuple((i, j + 1 if j > 0 else j) for i, j in best)
+    table = Table(columns, tuple(cells), _caption(rows), highlight, best)
     notes = _notes(rows) + _partition_notes(partitions(configured(with_arms(data.trials))))
     return Section("Results", (table, *notes)), rows
 
@@ -55,6 +65,31 @@ def _sweeps_of(trials: pd.DataFrame, order: tuple[str, ...]) -> dict[str, str]:
         str(arm): SOURCES_SEP.join(s for s in order if s in set(g[SWEEP_COLUMN]))
         for arm, g in labelled.groupby("arm", sort=False)
     }
+
+
+def _caption(rows: list[ArmRow]) -> str:
+    caption = "arms sorted by final validation loss; bold: the lowest mean in each loss column"
+    if any(r.comparison for r in rows):
+        caption += "; *: Δ significant at the 5% level after Holm's correction"
+    return caption
+
+
+def _best_cells(rows: list[ArmRow]) -> tuple[tuple[int, int], ...]:
+    """Each loss column's lowest mean, as ``(row, column)`` cells (ties all of them)."""
+    cells: list[tuple[int, int]] = []
+    for column, interval in LOSS_COLUMNS.items():
+        means = [interval(r).mean for r in rows]
+        finite = [m for m in means if math.isfinite(m)]
+        if finite:
+            j = COLUMNS.index(column)
+            cells.extend((i, j) for i, m in enumerate(means) if m == min(finite))
+    return tuple(sorted(cells))
+
+
+def _significant(r: ArmRow) -> bool:
+    # The verdict's own test (``stats.verdict``, alpha 0.05 on the Holm-adjusted p): the mark
+    # and the verdict column cannot disagree.
+    return r.comparison is not None and r.verdict in ("better", "worse")
 
 
 def _count(x: float, spec: str) -> str:
@@ -73,7 +108,7 @@ def _cells(r: ArmRow) -> tuple[str, ...]:
         _count(r.params, ",.0f"),
         _count(r.tokens_per_s, ",.0f"),
         _count(r.wall_s, ".0f"),
-        fmt_diff(c),
+        fmt_diff(c) + (" *" if _significant(r) else ""),
         c.test if c else "—",
         fmt(c.p_adjusted, 3) if c else "—",
         r.verdict,

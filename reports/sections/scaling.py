@@ -70,9 +70,13 @@ def compute_section(data: SweepData) -> Section | None:
                 "note",
             )
         )
-    png = figures.compute_fits(*_curves(groups, trends))
-    if png:
-        blocks.append(Figure("compute_fits", png, "Loss against training compute per wiring."))
+    image = figures.compute_fits(*_curves(groups, trends))
+    if image:
+        blocks.append(
+            Figure(
+                "compute_fits", image.png, "Loss against training compute per wiring.", image.pdf
+            )
+        )
     return Section("Compute advantage", tuple(blocks))
 
 

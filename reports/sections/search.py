@@ -49,9 +49,9 @@ def _front(done: Any, keys: list[str], objectives: list[dict[str, Any]]) -> list
     points = done[keys].to_numpy(float).tolist()
     front = pareto_front(points, [o.get("mode", "min") for o in objectives])
     out: list[Any] = []
-    png = figures.pareto(done, keys, front, keys)
-    if png:
-        out.append(Figure("pareto", png, "Trials and the Pareto front."))
+    image = figures.pareto(done, keys, front, keys)
+    if image:
+        out.append(Figure("pareto", image.png, "Trials and the Pareto front.", image.pdf))
     rows = tuple((str(done.iloc[i]["arm"]), *[fmt(points[i][j]) for j in range(2)]) for i in front)
     out.append(Table(("trial", *keys), rows, "Pareto front"))
     return out
