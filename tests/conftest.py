@@ -1,8 +1,8 @@
 """Suite-wide marks: which test modules are ``slow``.
 
 These modules start whole sweeps (``nas sweep`` in a subprocess, with its own local Ray; the
-report tests sweep ``smoke`` over two seeds once for the module), a two-node Ray cluster, or a
-headless browser. A rule here rather than a decorator per test, because
+report tests sweep ``smoke`` over two seeds once for the module, the README test runs every
+documented command), a two-node Ray cluster, or a headless browser. A rule here rather than a decorator per test, because
 the rule holds whatever tests a module ends up with.
 The few quick checks in these modules (bad input exiting 2 before any trial starts) ride along.
 ``make test`` still runs every test; ``make test-slow`` (``-m slow``) runs only these.
@@ -36,6 +36,7 @@ SLOW_MODULES = frozenset(
         "nas/test_tracking_faults.py",
         "reports/test_browser.py",
         "reports/test_report.py",
+        "test_readme_commands.py",
     )
 )
 
