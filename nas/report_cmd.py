@@ -32,7 +32,12 @@ def add_report_parser(sub: Any) -> None:
     p.add_argument(
         "--out", type=Path, help="output folder (default nas-reports/SWEEP, or SWEEP+SWEEP…)"
     )
-    p.add_argument("--baseline", help="arm every other arm is compared with")
+    p.add_argument(
+        "--baseline",
+        help="what every arm is compared with: one arm (e.g. standard/n_layers=4), or a wiring "
+        "(e.g. standard, or standard/pre), meaning that wiring's arm in each arm's context "
+        "(default: the standard/pre arm in each context)",
+    )
     p.add_argument(
         "--format",
         default=DEFAULT_FORMATS,

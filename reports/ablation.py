@@ -160,24 +160,54 @@ def is_baseline(row: pd.Series) -> bool:
     )
 
 
+def wiring_names(arm: str, row: pd.Series, context: list[str]) -> set[str]:
+    """The names ``--baseline`` may give this arm's wiring by, the same in every context: its
+    label without the segments its context adds (``standard`` for ``standard/n_layers=4``, the
+    arm's name in the space) and its wiring label (``standard/pre``)."""
+    # A label is the arm's name, then "field=value" per varied parameter (search_spaces.arm_label).
+    fields = {key.split(".")[-1] for key in context}
+    kept = [part for part in arm.split("/") if part.partition("=")[0] not in fields]
+    return {name for name in ("/".join(kept), wiring_label(row)) if name}
+
+
 def baselines(trials: pd.DataFrame, override: str | None = None) -> dict[str, str | None]:
-    """arm -> its baseline arm: ``override`` for every arm when given; otherwise the
-    standard/pre arm with the same context values (depth, width...), or None if the sweep has
-    none."""
+    """arm -> its baseline arm, or None where its context has none. Without ``override``: the
+    standard/pre arm with the same context values (depth, width...). ``override`` naming an arm:
+    that arm for every arm. ``override`` naming a wiring (``wiring_names``): the arm of that
+    wiring in each arm's context, so ``standard`` compares every depth with standard at that
+    depth."""
     arms = trials.drop_duplicates("arm").set_index("arm")
-    if override is not None:
-        if override not in arms.index:
-            raise ValueError(
-                f"--baseline {override!r}: no such arm; arms: {', '.join(sorted(arms.index))}"
-            )
-        return {arm: override for arm in arms.index}
+    if override is not None and override in arms.index:
+        return {str(arm): override for arm in arms.index}
     context = context_keys(trials)
-    candidates = [arm for arm, row in arms.iterrows() if is_baseline(row)]
+    if override is None:
+        candidates = [str(arm) for arm, row in arms.iterrows() if is_baseline(row)]
+    else:
+        candidates = _wiring_arms(arms, override, context)
     out: dict[str, str | None] = {}
     for arm, row in arms.iterrows():
         same = [b for b in candidates if all(str(arms.loc[b, k]) == str(row[k]) for k in context)]
+        if override is not None and len(same) > 1:
+            raise ValueError(
+                f"--baseline {override!r} names {len(same)} arms in one context "
+                f"({', '.join(sorted(same))}); give one arm or a wiring that tells them apart"
+            )
         out[str(arm)] = same[0] if same else None
     return out
+
+
+def _wiring_arms(arms: pd.DataFrame, wiring: str, context: list[str]) -> list[str]:
+    """The arms whose wiring ``wiring`` names; none is bad input, answered with every name the
+    sweep allows."""
+    names = {str(arm): wiring_names(str(arm), row, context) for arm, row in arms.iterrows()}
+    found = [arm for arm, own in names.items() if wiring in own]
+    if not found:
+        wirings = sorted(set().union(*names.values()))
+        raise ValueError(
+            f"--baseline {wiring!r}: no such arm or wiring; arms: {', '.join(sorted(names))}; "
+            f"wirings: {', '.join(wirings)}"
+        )
+    return found
 
 
 @dataclass(frozen=True)

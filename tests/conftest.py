@@ -1,9 +1,9 @@
 """Suite-wide marks: which test modules are ``slow``.
 
 These modules start whole sweeps (``nas sweep`` in a subprocess, with its own local Ray; the
-report, diff and formats tests share one ``smoke`` sweep over two seeds), a two-node Ray
-cluster, or a
-headless browser. A rule here rather than a decorator per test, because
+report, diff and formats tests share one ``smoke`` sweep over two seeds, the README test runs
+every documented command), a two-node Ray cluster, or a headless browser. A rule here rather
+than a decorator per test, because
 the rule holds whatever tests a module ends up with.
 The few quick checks in these modules (bad input exiting 2 before any trial starts) ride along.
 ``make test`` still runs every test; ``make test-slow`` (``-m slow``) runs only these.
@@ -39,6 +39,7 @@ SLOW_MODULES = frozenset(
         "reports/test_formats.py",
         "reports/test_report.py",
         "reports/test_diff_sweep.py",
+        "test_readme_commands.py",
     )
 )
 
