@@ -7,9 +7,10 @@ lines, so a new example is covered without editing this file:
 
 - **parse only**, with the reason: a cluster (``--address``), a server or database URI
   (``http://``, ``postgresql://``...), ``nas ui`` (it serves until stopped), a GPU
-  (``--gpus-per-trial`` above 0, or ``train.accelerator`` set to a GPU). Today that is the
+  (``--gpus-per-trial`` above 0, or ``train.accelerator`` set to a GPU). Today those are the
   README's cluster command, ``nas sweep residual_ablation --address auto --tracking-uri
-  http://...``;
+  http://...``, and its report over a laptop's and a server's sweeps, ``nas report quick
+  quick_gpu@http://...`` (``tests/reports/test_report.py`` runs reports over several stores);
 - **unclassifiable**, a failure: a placeholder the test cannot fill (``RUN_ID``, ``<name>``,
   ``...``), or a command ``build_parser()`` refuses;
 - **run**, everything else, on a tiny store: one ``quick`` sweep, shrunk (``tiny``) and recorded
@@ -33,6 +34,7 @@ from __future__ import annotations
 import math
 import re
 import shlex
+import shutil
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -45,7 +47,12 @@ from tests.cli import run_nas
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
-DOCUMENTS = (README, *sorted((ROOT / "docs").rglob("*.md")))
+# docs/results/ holds generated reports: their commands are records of how they were made
+GENERATED = ROOT / "docs" / "results"
+DOCUMENTS = (
+    README,
+    *sorted(p for p in (ROOT / "docs").rglob("*.md") if not p.is_relative_to(GENERATED)),
+)
 
 STORE_SWEEP = "quick"  # the demo's sweep, the one the documents' report commands name
 MAX_TRIALS = 6  # cells (seed 0) a documented sweep may train in full here
@@ -65,7 +72,8 @@ TINY = (
 LENGTH_KEYS = ("train.max_steps", "train.target_flops", "train.tokens_per_param")
 BUDGET_KEYS = LENGTH_KEYS[1:]
 REPLACED = ("--seeds", "--max-steps", "--trials")  # the test gives its own values
-SERVER_SCHEMES = re.compile(r"^(https?|postgres(ql)?(\+\w+)?|mysql\S*|grpc)://")
+# at a word's start, or after NAME@ (``nas report SWEEP@URI``)
+SERVER_SCHEMES = re.compile(r"(^|@)(https?|postgres(ql)?(\+\w+)?|mysql\S*|grpc)://")
 NAS_LINE = re.compile(r"^\s*(\S*/)?nas(\s|$)")  # the program, also as .venv/bin/nas
 PLACEHOLDER = re.compile(r"<[^>]*>|\.\.\.|…|^[A-Z][A-Z0-9_]{2,}$")
 
@@ -133,7 +141,16 @@ def commands_in(text: str, name: str) -> list[Command]:
 
 
 def documented() -> list[Command]:
-    return [c for p in DOCUMENTS for c in commands_in(p.read_text(), str(p.relative_to(ROOT)))]
+    """Each distinct command once (the README and docs/ repeat some), named by every place
+    that shows it."""
+    found: dict[tuple[str, ...], list[Command]] = {}
+    for p in DOCUMENTS:
+        for c in commands_in(p.read_text(), str(p.relative_to(ROOT))):
+            found.setdefault(c.words, []).append(c)
+    return [
+        Command(", ".join(c.where for c in same), same[0].words, same[0].problem)
+        for same in found.values()
+    ]
 
 
 # --- deciding what to do with one ---------------------------------------------------------
@@ -164,9 +181,10 @@ def parse_only_reason(words: list[str]) -> str | None:
         return "nas ui serves until stopped"
     if "--address" in opts:
         return "needs a Ray cluster (--address)"
-    servers = [w for w in words if SERVER_SCHEMES.match(w)]
+    servers = [w for w in words if SERVER_SCHEMES.search(w)]
     if servers:
-        return f"needs a server or database ({servers[0].split('://')[0]}://)"
+        scheme = servers[0].split("://")[0].rpartition("@")[2]
+        return f"needs a server or database ({scheme}://)"
     gpus = opts.get("--gpus-per-trial", [])
     accelerator = [s for s in opts.get("--set", []) if s.startswith("train.accelerator=")]
     if any(_number(g) > 0 for g in gpus) or any(a.endswith(("gpu", "cuda")) for a in accelerator):
@@ -283,7 +301,7 @@ COMMANDS = documented()
 def test_the_documents_show_commands_of_every_kind() -> None:
     """The extraction finds the README's and docs/'s examples (a silent zero would pass every
     parametrized test), including the cluster command that is only parsed."""
-    where = {c.where.split(":")[0] for c in COMMANDS}
+    where = {w.split(":")[0] for c in COMMANDS for w in c.where.split(", ")}
     assert {"README.md", "docs/report.md"} <= where
     subcommands = {c.words[0] for c in COMMANDS if c.words}
     assert {"train", "spaces", "sweep", "report"} <= subcommands
@@ -303,6 +321,8 @@ def test_documented_command(command: Command, store: Path, tmp_path: Path) -> No
     cwd = store
     if words[0] == "train" or (words[0] == "sweep" and _sweep_name(words) != STORE_SWEEP):
         cwd = tmp_path
+        # a copy of the store: a new SQLite store's schema migrations cost seconds per command
+        shutil.copy(store / "mlflow.db", tmp_path / "mlflow.db")
     if words[0] in ("train", "sweep") and "--help" not in words:
         _write_named_files(words, cwd)
         words, expected = tiny(words, cwd)
