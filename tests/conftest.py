@@ -7,18 +7,21 @@ the rule holds whatever tests a module ends up with.
 The few quick checks in these modules (bad input exiting 2 before any trial starts) ride along.
 ``make test`` still runs every test; ``make test-slow`` (``-m slow``) runs only these.
 
-Also the suite-wide fixtures: ``postgres_db`` (a database of its own on a real PostgreSQL) and
-``pg_server`` (an MLflow tracking server on such a database).
+Also the suite-wide fixtures: ``postgres_db`` (a database of its own on a real PostgreSQL),
+``pg_server`` (an MLflow tracking server on such a database) and ``chromium`` (a headless
+browser's binary).
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
 from tests.postgres import postgres_db
 from tests.ray_cluster import stop_shared
+from tests.reports.browser import ChromiumUnavailable, ensure_chromium
 from tests.tracking_server import pg_server
 
 __all__ = ["pg_server", "postgres_db"]
@@ -34,6 +37,7 @@ SLOW_MODULES = frozenset(
         "nas/test_data_parallel.py",
         "nas/test_gpu_scheduling.py",
         "nas/test_tracking_faults.py",
+        "nas/test_ui_browser.py",
         "reports/test_browser.py",
         "reports/test_report.py",
     )
@@ -50,3 +54,16 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if item.path in SLOW_MODULES:
             item.add_marker(pytest.mark.slow)
+
+
+@pytest.fixture(scope="session")
+def chromium() -> str:
+    """A headless Chromium binary. Where there is none the test skips, saying how to install
+    one; under ``CI=true`` it fails instead (``make test`` installs one there): CI must not pass
+    a browser check it never ran."""
+    try:
+        return ensure_chromium()
+    except ChromiumUnavailable as err:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"no headless Chromium under CI=true: {err}")
+        pytest.skip(f"no headless Chromium: {err}")
