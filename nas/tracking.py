@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from nas.dashboard import experiment_tags, run_name, trial_note
 from nas.outbox import (
     Files,
     Item,
@@ -35,6 +36,7 @@ from reports.schema import (
     ROLE_SWEEP,
     ROLE_TRIAL,
     RUN_STATUS,
+    Metric,
     Status,
     Tag,
 )
@@ -193,6 +195,8 @@ def open_sweep(
     client = _client(uri)
     exp = client.get_experiment_by_name(sweep)
     exp_id = exp.experiment_id if exp else client.create_experiment(sweep)
+    for name, value in experiment_tags().items():  # also on a sweep recorded before them
+        client.set_experiment_tag(exp_id, name, value)
     parents = _parents(client, exp_id, key)
     if parents:
         run_id = max(parents, key=lambda r: r.info.start_time).info.run_id
@@ -320,13 +324,24 @@ def set_outcome(
 def _set_outcome(client: Any, run_id: str, status: Status, reason: str, step: int | None) -> None:
     from mlflow.entities import RunTag
 
-    tags = [RunTag(Tag.STATUS, status.value)]
+    tags = [
+        RunTag(Tag.STATUS, status.value),
+        RunTag(Tag.NOTE, _outcome_note(client, run_id, status)),
+    ]
     if reason:
         tags.append(RunTag(Tag.REASON, reason[:5000]))  # MLflow's tag value limit is 8000
     if step is not None:
         tags.append(RunTag(Tag.STATUS_STEP, str(step)))
     client.log_batch(run_id, tags=tags)
     client.set_terminated(run_id, status=RUN_STATUS[status])
+
+
+def _outcome_note(client: Any, run_id: str, status: Status) -> str:
+    """The run's description once it ended: its status and final validation loss (the latest
+    validation's where the trial could not log its final one)."""
+    data = client.get_run(run_id).data
+    loss = data.metrics.get(Metric.FINAL_VAL_LOSS, data.metrics.get(Metric.VAL_LOSS))
+    return trial_note(data.tags.get(Tag.ARM, ""), data.tags.get(Tag.SEED, ""), status.value, loss)
 
 
 def _find_trial(client: Any, record: SweepRecord, key: str) -> Any:
@@ -387,6 +402,8 @@ class TrialRun:
         from mlflow.entities import Param
 
         self.client = _client(record.uri)
+        arm, seed = tags.get(Tag.ARM, trial_key), tags.get(Tag.SEED, "")
+        tags = {**tags, Tag.NOTE: trial_note(arm, seed, "running")}
         found = _find_trial(self.client, record, trial_key)
         if found is not None:
             self.run_id = found.info.run_id
@@ -406,7 +423,7 @@ class TrialRun:
                 **tags,
             }
             run = self.client.create_run(
-                record.experiment_id, tags=all_tags, run_name=tags.get(Tag.ARM, trial_key)
+                record.experiment_id, tags=all_tags, run_name=run_name(arm, seed)
             )
             self.run_id = run.info.run_id
             params_ = [Param(k, str(v)) for k, v in params.items()]

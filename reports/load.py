@@ -221,15 +221,33 @@ def list_sweeps(uri: str) -> list[tuple[str, int]]:
     return sorted(found)
 
 
+def sweep_experiments(uri: str) -> list[tuple[str, str, dict[str, str]]]:
+    """(name, experiment id, experiment tags) of every experiment holding a ``nas sweep``, by
+    name; none where the store is a SQLite file not created yet."""
+    if _missing_sqlite(uri):
+        return []
+    client = _open(uri)
+    found = [
+        (exp.name, exp.experiment_id, dict(exp.tags))
+        for exp in client.search_experiments()
+        if _sweep_runs(client, exp.experiment_id, ROLE_SWEEP)
+    ]
+    return sorted(found)
+
+
+def _missing_sqlite(uri: str) -> bool:
+    """Whether ``uri`` is a SQLite file that does not exist (relative paths from here)."""
+    if not uri.startswith("sqlite:///"):
+        return False
+    path = Path(uri.removeprefix("sqlite:///"))
+    return not (path if path.is_absolute() else Path.cwd() / path).is_file()
+
+
 def _open(uri: str) -> Any:
     """A client whose store answers; ValueError (one line) when it cannot be opened. A SQLite
     file that does not exist is refused rather than created: reading must not write."""
-    if uri.startswith("sqlite:///"):
-        path = Path(uri.removeprefix("sqlite:///"))
-        if not path.is_absolute():
-            path = Path.cwd() / path
-        if not path.is_file():
-            raise ValueError(f"--tracking-uri {uri}: no MLflow store there (no such file)")
+    if _missing_sqlite(uri):
+        raise ValueError(f"--tracking-uri {uri}: no MLflow store there (no such file)")
     check_store(uri)
     client = _client(uri)
     try:

@@ -47,6 +47,7 @@ class Tag:
     trial)."""
 
     PARENT = "mlflow.parentRunId"  # MLflow's own: the UI nests the child under it
+    NOTE = "mlflow.note.content"  # MLflow's own: the run's description in the UI
     ROLE = "nas.role"  # ROLE_SWEEP or ROLE_TRIAL
     SWEEP = "nas.sweep"
     # parent
@@ -81,6 +82,21 @@ class Tag:
 
 
 ROLE_SWEEP, ROLE_TRIAL = "sweep", "trial"
+
+
+class ExperimentTag:
+    """Tags on a sweep's experiment, MLflow's own: what its UI opens on."""
+
+    # The experiment's kind, "custom_model_development" for a sweep: MLflow 3 UIs before the
+    # "GenAI / Model training" switch open such an experiment on its runs table; 3.17 reads
+    # the switch instead (``nas.dashboard.runs_url`` sets it through the URL)
+    KIND = "mlflow.experimentKind"
+    # A saved view of the runs table (columns, order) under a share key: the tag is this prefix
+    # plus the key, and the runs table's URL names the key (``?viewStateShareKey=``)
+    SHARED_VIEW_PREFIX = "mlflow.sharedViewState."
+
+
+EXPERIMENT_KIND = "custom_model_development"
 
 
 class Metric:

@@ -1,25 +1,29 @@
 """Suite-wide marks: which test modules are ``slow``.
 
 These modules start whole sweeps (``nas sweep`` in a subprocess, with its own local Ray; the
-report, diff and formats tests share one ``smoke`` sweep over two seeds, the README test runs
+report, diff, formats and dashboard tests share one ``smoke`` sweep over two seeds, the README test runs
 every documented command), a two-node Ray cluster, or a headless browser. A rule here rather
 than a decorator per test, because
 the rule holds whatever tests a module ends up with.
 The few quick checks in these modules (bad input exiting 2 before any trial starts) ride along.
 ``make test`` still runs every test; ``make test-slow`` (``-m slow``) runs only these.
 
-Also the suite-wide fixtures: ``postgres_db`` (a database of its own on a real PostgreSQL) and
-``pg_server`` (an MLflow tracking server on such a database).
+Also the suite-wide fixtures: ``postgres_db`` (a database of its own on a real PostgreSQL),
+``pg_server`` (an MLflow tracking server on such a database), ``chromium`` (a headless
+browser's binary) and ``swept`` (one real ``smoke`` sweep the read-only tests share).
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
+from tests.cli import run_nas
 from tests.postgres import postgres_db
 from tests.ray_cluster import stop_shared
+from tests.reports.browser import ChromiumUnavailable, ensure_chromium
 from tests.tracking_server import pg_server
 
 __all__ = ["pg_server", "postgres_db"]
@@ -35,6 +39,7 @@ SLOW_MODULES = frozenset(
         "nas/test_data_parallel.py",
         "nas/test_gpu_scheduling.py",
         "nas/test_tracking_faults.py",
+        "nas/test_ui_browser.py",
         "reports/test_browser.py",
         "reports/test_formats.py",
         "reports/test_report.py",
@@ -54,3 +59,27 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if item.path in SLOW_MODULES:
             item.add_marker(pytest.mark.slow)
+
+
+@pytest.fixture(scope="session")
+def chromium() -> str:
+    """A headless Chromium binary. Where there is none the test skips, saying how to install
+    one; under ``CI=true`` it fails instead (``make test`` installs one there): CI must not pass
+    a browser check it never ran."""
+    try:
+        return ensure_chromium()
+    except ChromiumUnavailable as err:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"no headless Chromium under CI=true: {err}")
+        pytest.skip(f"no headless Chromium: {err}")
+
+
+@pytest.fixture(scope="session")
+def swept(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """(folder, tracking URI) holding one finished ``smoke`` sweep with seeds 0 and 1, swept
+    once for the session: the report, diff, formats and dashboard tests only read it."""
+    root = tmp_path_factory.mktemp("swept")
+    uri = f"sqlite:///{root / 'mlflow.db'}"
+    proc = run_nas(root, "sweep", "smoke", "--seeds", "0,1", "--tracking-uri", uri)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return root, uri

@@ -1,4 +1,5 @@
-"""``nas ui`` on a PostgreSQL store: the MLflow UI served from it, and gone after Ctrl-C."""
+"""``nas ui``: the MLflow UI served from a PostgreSQL or SQLite store, the URL of each sweep's
+runs table printed, and every process it started gone whatever signal ends it."""
 
 from __future__ import annotations
 
@@ -6,24 +7,15 @@ import contextlib
 import json
 import os
 import signal
-import socket
-import subprocess
-import sys
 import time
-import urllib.request
 from pathlib import Path
 
+from nas.dashboard import VIEW_KEY
 from reports.schema import ROLE_SWEEP, Tag
-from tests.cli import ENV
 from tests.postgres import Database
+from tests.ui import START_TIMEOUT_S, children, free_port, get, group_gone, port_free, start_ui
 
 SWEEP = "smoke"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _record_a_sweep(url: str) -> None:
@@ -37,63 +29,59 @@ def _record_a_sweep(url: str) -> None:
     client.set_terminated(run.info.run_id)
 
 
-def _get(url: str, deadline: float) -> bytes:
-    """The body at ``url`` once the server answers (until ``deadline``)."""
-    while True:
-        try:
-            with urllib.request.urlopen(url, timeout=5) as response:
-                return bytes(response.read())
-        except OSError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.5)
-
-
-def _group_gone(pgid: int, timeout_s: float = 10) -> bool:
-    """Whether every process of the group has exited (exited children are reaped promptly)."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            os.killpg(pgid, 0)
-        except ProcessLookupError:
-            return True
-        time.sleep(0.2)
-    return False
-
-
 def test_ui_serves_a_postgresql_store_and_stops_on_sigint(
     tmp_path: Path, postgres_db: Database
 ) -> None:
     """``nas ui --tracking-uri postgresql://…`` on 127.0.0.1 answers /health, its REST API lists
     the recorded sweep's experiment, its first line shows the URI without the password; SIGINT
-    (Ctrl-C) ends it with status 0, every process it started gone and the port free again."""
+    (Ctrl-C) ends it with status 0, the server it started gone and the port free again."""
     _record_a_sweep(postgres_db.url)
-    port = _free_port()
-    argv = ["ui", "--tracking-uri", postgres_db.url, "--port", str(port)]
-    with (tmp_path / "ui.log").open("w") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "nas.cli", *argv],
-            stdout=subprocess.PIPE,
-            stderr=log,
-            text=True,
-            cwd=tmp_path,
-            env=ENV,
-            start_new_session=True,  # its own process group, as a terminal's Ctrl-C reaches
-        )
+    port = free_port()
+    proc = start_ui(tmp_path, postgres_db.url, port, tmp_path / "ui.log")
+    server = None
     try:
         assert proc.stdout is not None
         first = proc.stdout.readline()
         assert f"http://127.0.0.1:{port}" in first and postgres_db.password not in first
-        base, deadline = f"http://127.0.0.1:{port}", time.monotonic() + 120
-        assert _get(f"{base}/health", deadline) == b"OK"
+        base, deadline = f"http://127.0.0.1:{port}", time.monotonic() + START_TIMEOUT_S
+        assert get(f"{base}/health", deadline) == b"OK"
+        (server,) = children(proc.pid)
         search = f"{base}/api/2.0/mlflow/experiments/search?max_results=100"
-        names = [e["name"] for e in json.loads(_get(search, deadline))["experiments"]]
+        names = [e["name"] for e in json.loads(get(search, deadline))["experiments"]]
         assert SWEEP in names
     finally:
         with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGINT)
+            os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
         code = proc.wait(timeout=60)
     assert code == 0, (tmp_path / "ui.log").read_text()[-2000:]
-    assert _group_gone(proc.pid), "a process of nas ui outlived it"
-    with socket.socket() as s:
-        assert s.connect_ex(("127.0.0.1", port)) != 0, "something still listens on the port"
+    assert group_gone(server), "a process of the MLflow server outlived nas ui"
+    assert port_free(port), "something still listens on the port"
+
+
+def test_ui_prints_the_runs_table_and_sigterm_stops_the_server(tmp_path: Path) -> None:
+    """On a store a sweep opened, ``nas ui`` prints the sweep's runs-table URL (the Model
+    training side, the sweep's saved view); ``kill -TERM`` of the nas ui process alone, as a
+    supervisor sends it, ends it and the server it started (uvicorn included): no process of
+    the server's group survives and the port is free. (SIGHUP takes the same path.)"""
+    from nas.tracking import open_sweep
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    record = open_sweep(uri, SWEEP, "key", {}, {"train.lr": 0.01})
+    port = free_port()
+    proc = start_ui(tmp_path, uri, port, tmp_path / "ui.log")
+    try:
+        assert proc.stdout is not None
+        lines = [proc.stdout.readline(), proc.stdout.readline()]
+        base = f"http://127.0.0.1:{port}"
+        runs = f"{base}/#/experiments/{record.experiment_id}/runs"
+        expected = f"  {SWEEP}: {runs}?workflowType=machine_learning&viewStateShareKey={VIEW_KEY}"
+        assert lines[1].rstrip("\n") == expected, lines
+        assert get(f"{base}/health", time.monotonic() + START_TIMEOUT_S) == b"OK"
+        (server,) = children(proc.pid)
+        assert len(children(server)) >= 1  # mlflow ui runs uvicorn as a child of its own
+    finally:
+        os.kill(proc.pid, signal.SIGTERM)  # nas ui's own pid only, not its group
+        code = proc.wait(timeout=60)
+    assert code == 0, (tmp_path / "ui.log").read_text()[-2000:]
+    assert group_gone(server), "a process of the MLflow server outlived nas ui"
+    assert port_free(port), "something still listens on the port"

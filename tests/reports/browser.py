@@ -6,7 +6,9 @@ with ``--dump-dom`` and parses the verdict out of the dumped DOM. A second run t
 screenshot from the unmodified page, so the verdict never shows up in it.
 
 ``ensure_chromium()`` returns a binary's path or raises ``ChromiumUnavailable`` whose message is
-the reason, ready for ``pytest.skip(str(err))``.
+the reason and the command that installs one, ready for ``pytest.skip(str(err))``.
+``dump_dom(url)`` is the same browser on a served page (the MLflow UI): the DOM once the page's
+scripts have run, and optionally a screenshot.
 """
 
 from __future__ import annotations
@@ -23,7 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 BINARIES = ("chromium", "chromium-browser", "google-chrome")
-APT_TIMEOUT_S = 420
+INSTALL_HINT = (
+    "install it with `make browser` (as root: apt-get install -y chromium chromium-driver)"
+)
 BROWSER_TIMEOUT_S = 60
 _RESULT_ID = "nas-browser-check"
 
@@ -80,40 +84,12 @@ def find_chromium() -> str | None:
 
 
 def ensure_chromium() -> str:
-    """A Chromium binary's path, installing Debian's ``chromium`` when missing and running as root.
-
-    Raises ChromiumUnavailable with the reason when there is none and it cannot be installed.
-    """
-    found = find_chromium()
-    if found:
-        return found
-    if not hasattr(os, "geteuid") or os.geteuid() != 0:
-        raise ChromiumUnavailable(f"none of {', '.join(BINARIES)} on PATH, and not root to install")
-    if shutil.which("apt-get") is None:
-        raise ChromiumUnavailable(f"none of {', '.join(BINARIES)} on PATH, and no apt-get")
-    install = ["apt-get", "install", "-y", "--no-install-recommends", "chromium"]
-    # The first try skips `apt-get update`: package lists are often there already and updating
-    # costs a network round trip; a missing or stale list makes the install fail, then we update.
-    if _run_apt(install) != 0:
-        _run_apt(["apt-get", "update"])
-        status = _run_apt(install)
-        if status != 0:
-            raise ChromiumUnavailable(f"apt-get install chromium failed ({status})")
+    """A Chromium binary's path; ChromiumUnavailable, its message saying how to install one,
+    when there is none. Installing is ``make browser``'s job (needs root), never a test's."""
     found = find_chromium()
     if found is None:
-        raise ChromiumUnavailable("apt-get installed chromium but no binary is on PATH")
+        raise ChromiumUnavailable(f"none of {', '.join(BINARIES)} on PATH; {INSTALL_HINT}")
     return found
-
-
-def _run_apt(cmd: list[str]) -> int | str:
-    """The exit status, or a short reason when apt did not finish."""
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    try:
-        return subprocess.run(
-            cmd, env=env, capture_output=True, timeout=APT_TIMEOUT_S, check=False
-        ).returncode
-    except subprocess.TimeoutExpired:
-        return f"{' '.join(cmd[:2])} timed out after {APT_TIMEOUT_S}s"
 
 
 def check_page(page: Path, screenshot: Path, chromium: str | None = None) -> PageCheck:
@@ -131,14 +107,30 @@ def check_page(page: Path, screenshot: Path, chromium: str | None = None) -> Pag
     return _verdict(dom)
 
 
+def dump_dom(
+    url: str, chromium: str, screenshot: Path | None = None, budget_ms: int = 20000
+) -> str:
+    """The DOM of the page at ``url`` after ``budget_ms`` of virtual time (a single-page app
+    renders from its API calls meanwhile); with ``screenshot``, a PNG of it too. The window
+    is a desktop's: a virtualized table (MLflow's runs) renders only the columns in view."""
+    with tempfile.TemporaryDirectory(prefix="nas-browser-") as tmp:
+        common = ["--window-size=1600,1000", f"--virtual-time-budget={budget_ms}"]
+        dom = _chromium(chromium, Path(tmp), ["--dump-dom", *common], url)
+        if screenshot is not None:
+            screenshot.parent.mkdir(parents=True, exist_ok=True)
+            _chromium(chromium, Path(tmp), [f"--screenshot={screenshot.resolve()}", *common], url)
+    return dom
+
+
 def _with_probe(page: str) -> str:
     """The page with the probe script just before ``</body>`` (or at the end when there is none)."""
     at = page.lower().rfind("</body>")
     return page + _PROBE if at < 0 else page[:at] + _PROBE + page[at:]
 
 
-def _chromium(binary: str, tmp: Path, args: list[str], page: Path) -> str:
-    """Run one headless Chromium on ``page``; its stdout. Killed, whole group, on timeout."""
+def _chromium(binary: str, tmp: Path, args: list[str], page: Path | str) -> str:
+    """Run one headless Chromium on ``page`` (a file, or a URL); its stdout. Killed, whole
+    group, on timeout."""
     profile = tempfile.mkdtemp(prefix="profile-", dir=tmp)  # a fresh profile per run
     cmd = [
         binary,
@@ -150,7 +142,7 @@ def _chromium(binary: str, tmp: Path, args: list[str], page: Path) -> str:
         "--no-default-browser-check",
         f"--user-data-dir={profile}",
         *args,
-        page.resolve().as_uri(),
+        page.resolve().as_uri() if isinstance(page, Path) else page,
     ]
     # A new session so a timeout can kill the renderer and GPU helpers too, not just the parent.
     proc = subprocess.Popen(
