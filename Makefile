@@ -10,7 +10,7 @@ BIN    := $(VENV)/bin
 CONSTRAINTS := $(VENV)/constraints.txt
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup demo test test-slow lint format bench bench-scale browser clean
+.PHONY: setup demo test test-slow lint format bench bench-scale results browser clean
 
 setup: $(STAMP)
 
@@ -47,6 +47,11 @@ bench: setup
 # `python -m benchmarks.sweep_scale --quick`.
 bench-scale: setup
 	$(BIN)/python -m benchmarks.sweep_scale
+
+# The results gallery, docs/results/: each study's sweep (kept in ./gallery, so a settled one is
+# only reported again) and its Markdown report; about half an hour on 2 cores for all three.
+results: setup
+	$(BIN)/python -m benchmarks.gallery
 
 test: setup
 	$(BIN)/python -m pytest -q

@@ -1,0 +1,156 @@
+"""The results gallery (``docs/results/``): the studies this project has run at CPU scale, each
+as its committed Markdown report with figures, and an index giving the exact command, the commit
+and the hardware.
+
+``make results`` runs this: each study's sweep into one MLflow store under ``gallery/`` (kept
+between runs and ignored by git: a study whose sweep is settled there is only reported again),
+then ``nas report`` into ``docs/results/<study>/``. ``--only quick`` limits it to some studies.
+The sweeps run from the repository root with relative paths, so the reports' provenance names
+no local folder.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+STORE = "gallery"  # relative to ROOT: the studies' MLflow store and Tune state
+OUT = Path("docs") / "results"
+MADE = "made.json"  # beside each study's report: its commands, commit, hardware and date
+
+
+@dataclass(frozen=True)
+class Study:
+    name: str  # the built-in space, and the sweep's name
+    about: str  # what it asks, in one line
+    sweep_args: tuple[str, ...] = ()
+    report_args: tuple[str, ...] = ()
+
+
+STUDIES = (
+    Study("quick", "the demo: standard/pre against Full and Block AttnRes at 4 and 8 blocks"),
+    Study(
+        "compute_frontier",
+        "iso-FLOP curves: depth at three FLOP budgets, standard against Block AttnRes",
+        ("--concurrency", "2", "--cpus-per-trial", "1"),
+    ),
+    Study(
+        "attnres_ablation",
+        "the AttnRes paper's Table 4 ablation at CPU size (8 blocks, 300 steps, 3 seeds)",
+        ("--concurrency", "2", "--cpus-per-trial", "1", "--max-steps", "300"),
+    ),
+)
+
+
+def _nas(*args: str) -> list[str]:
+    return [sys.executable, "-m", "nas.cli", *args]
+
+
+def _run(cmd: list[str]) -> float:
+    """Run from the repository root; the seconds it took. Exits with the command's status."""
+    start = time.monotonic()
+    env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"}
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, check=False)
+    if proc.returncode != 0:
+        sys.exit(f"gallery: `{' '.join(cmd)}` exited {proc.returncode}")
+    return time.monotonic() - start
+
+
+def _shown(cmd: list[str]) -> str:
+    """The command as a reader types it."""
+    return " ".join(["nas", *cmd[3:]])
+
+
+def study(s: Study) -> None:
+    """Sweep (a settled sweep runs nothing) and report one study; how it was made goes
+    beside its report (``MADE``), for the index."""
+    store = [f"--tracking-uri=sqlite:///{STORE}/mlflow.db", f"--storage-path={STORE}/ray"]
+    sweep = _nas("sweep", s.name, *s.sweep_args, *store)
+    report = _nas("report", s.name, "--format", "md", "--out", str(OUT / s.name),
+                  *s.report_args, store[0])  # fmt: skip
+    seconds = _run(sweep)
+    _run(report)
+    made = {
+        "sweep": _shown(sweep),
+        "report": _shown(report),
+        "sweep_seconds": round(seconds),
+        "commit": _commit(),
+        "hardware": f"{platform.machine()}, {os.cpu_count()} cores",
+        "date": time.strftime("%Y-%m-%d"),
+    }
+    (ROOT / OUT / s.name / MADE).write_text(json.dumps(made, indent=1) + "\n")
+
+
+def _commit() -> str:
+    out = subprocess.run(
+        ["git", "rev-parse", "--short=12", "HEAD"], cwd=ROOT, capture_output=True, text=True
+    )
+    return out.stdout.strip() or "unknown"
+
+
+def index() -> str:
+    """``docs/results/README.md``: every study the folder holds, with how it was made."""
+    lines = [
+        "# Results gallery",
+        "",
+        "What the harness produces, and what it shows at small scale: the studies below ran on "
+        "the CPU of a 2-core machine, with the reports exactly as `nas report` wrote them. At "
+        "this scale the runs are short and the models tiny: read each report's intervals, "
+        "verdicts and notes, not only its means; a published effect appears here only where "
+        "the report's own statistics show it. Regenerate with `make results` (about half an "
+        "hour on 2 cores for the three studies; `python -m benchmarks.gallery --only quick` "
+        "for the demo alone, about 5 minutes).",
+        "",
+    ]
+    for s in STUDIES:
+        folder = ROOT / OUT / s.name
+        if not (folder / "report.md").is_file() or not (folder / MADE).is_file():
+            continue
+        made = json.loads((folder / MADE).read_text())
+        lines += [
+            f"## [{s.name}]({s.name}/report.md)",
+            "",
+            s.about + ".",
+            "",
+            "```bash",
+            made["sweep"],
+            made["report"],
+            "```",
+            "",
+            f"Commit `{made['commit']}`, {made['hardware']}, {made['date']}; the sweep command "
+            f"took {made['sweep_seconds']} s in the run that made this report (0 when the "
+            "store already held the settled sweep).",
+            "",
+        ]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument(
+        "--only", help="comma-separated studies: " + ", ".join(s.name for s in STUDIES)
+    )
+    args = parser.parse_args()
+    names = [s.name for s in STUDIES]
+    chosen = args.only.split(",") if args.only else names
+    unknown = [n for n in chosen if n not in names]
+    if unknown:
+        sys.exit(f"gallery: unknown studies {unknown}; choose from {', '.join(names)}")
+    (ROOT / STORE).mkdir(exist_ok=True)
+    for s in STUDIES:
+        if s.name in chosen:
+            study(s)
+    (ROOT / OUT / "README.md").write_text(index())
+    print(f"wrote {OUT / 'README.md'}")
+
+
+if __name__ == "__main__":
+    main()
