@@ -7,12 +7,13 @@ MLflow is imported inside the functions: ``nas --help`` must not pay for it.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
 import os
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -324,16 +325,24 @@ def set_outcome(
 def _set_outcome(client: Any, run_id: str, status: Status, reason: str, step: int | None) -> None:
     from mlflow.entities import RunTag
 
-    tags = [
-        RunTag(Tag.STATUS, status.value),
-        RunTag(Tag.NOTE, _outcome_note(client, run_id, status)),
-    ]
+    tags = [RunTag(Tag.STATUS, status.value)]
     if reason:
         tags.append(RunTag(Tag.REASON, reason[:5000]))  # MLflow's tag value limit is 8000
     if step is not None:
         tags.append(RunTag(Tag.STATUS_STEP, str(step)))
     client.log_batch(run_id, tags=tags)
     client.set_terminated(run_id, status=RUN_STATUS[status])
+    describe(client, run_id, lambda: _outcome_note(client, run_id, status))
+
+
+def describe(client: Any, run_id: str, note: Callable[[], str]) -> None:
+    """Set the run's one-line description (the UI's ``mlflow.note.content``), best effort. The
+    driver and a retried trial can write it at the same moment, and a SQL store then refuses
+    one of the two inserts ("Query-invoked autoflush", seen through a server restart): a
+    description must never fail a trial or the sweep, and the next write corrects it."""
+    # MLflow's, HTTP and SQL errors alike: the outcome is already recorded
+    with contextlib.suppress(Exception):
+        client.set_tag(run_id, Tag.NOTE, note())
 
 
 def _outcome_note(client: Any, run_id: str, status: Status) -> str:
@@ -403,7 +412,7 @@ class TrialRun:
 
         self.client = _client(record.uri)
         arm, seed = tags.get(Tag.ARM, trial_key), tags.get(Tag.SEED, "")
-        tags = {**tags, Tag.NOTE: trial_note(arm, seed, "running")}
+        note = trial_note(arm, seed, "running")
         found = _find_trial(self.client, record, trial_key)
         if found is not None:
             self.run_id = found.info.run_id
@@ -412,6 +421,7 @@ class TrialRun:
                 self.client.delete_tag(self.run_id, Tag.STATUS)
             for name, value in tags.items():
                 self.client.set_tag(self.run_id, name, value)
+            describe(self.client, self.run_id, lambda: note)
             self.logged = self._history(found.data.metrics)
         else:
             all_tags = {
@@ -421,6 +431,7 @@ class TrialRun:
                 Tag.ROLE: ROLE_TRIAL,
                 Tag.CONFIG_HASH: config_hash(params),
                 **tags,
+                Tag.NOTE: note,
             }
             run = self.client.create_run(
                 record.experiment_id, tags=all_tags, run_name=run_name(arm, seed)
