@@ -321,15 +321,10 @@ def _loadable_in_place(candidates: list[Path]) -> Path | None:
 
 
 def _loadable(candidates: tuple[str, ...], dest: Path) -> Path | None:
-    """The newest earlier checkpoint that loads (a kill can leave the newest truncated), copied
-    to ``dest``; None to start from scratch."""
-    import torch
-
-    for path in candidates:
-        try:
-            dest.write_bytes(Path(path).read_bytes())
-            torch.load(dest, map_location="cpu", weights_only=True)
-        except Exception:  # truncated or missing: pickle, zip and OS errors alike
-            continue
-        return dest
-    return None
+    """The newest earlier checkpoint that loads, copied to ``dest`` (a single-device trial
+    reads its copy: the stored folder may be read-only); None to start from scratch."""
+    found = _loadable_in_place([Path(c) for c in candidates])
+    if found is None:
+        return None
+    dest.write_bytes(found.read_bytes())
+    return dest

@@ -169,13 +169,7 @@ def find_trial(uri: str, sweep: str, arm: str, seed: int) -> str:
     a trial of a parent ``--restart`` archived is not live. ValueError, one line saying what
     the store holds instead, when there is none or more than one (a record written by hand or
     an older version may repeat an arm's seed)."""
-    client = _open(uri)
-    exp = client.get_experiment_by_name(sweep)
-    every = _sweep_runs(client, exp.experiment_id, ROLE_SWEEP) if exp else []
-    if not every:
-        known = ", ".join(n for n, _ in list_sweeps(uri)) or "none"
-        raise ValueError(redact(f"no sweep named {sweep!r} in {uri}; sweeps there: {known}"))
-    _, trials = _live(every, _sweep_runs(client, exp.experiment_id, ROLE_TRIAL))
+    _, _, _, trials = _live_sweep(uri, sweep)
     arms = sorted({str(r.data.tags.get(Tag.ARM)) for r in trials})
     if arm not in arms:
         raise ValueError(f"sweep {sweep!r} has no arm {arm!r}; arms: {', '.join(arms) or 'none'}")
@@ -192,6 +186,19 @@ def find_trial(uri: str, sweep: str, arm: str, seed: int) -> str:
             f"name one by run id: {', '.join(sorted(found))}"
         )
     return found[0]
+
+
+def _live_sweep(uri: str, name: str) -> tuple[Any, list[Any], list[Any], list[Any]]:
+    """(client, every parent run, the live parents, the live trials) of sweep ``name``;
+    ValueError, one line naming the sweeps the store holds, when there is no such sweep."""
+    client = _open(uri)
+    exp = client.get_experiment_by_name(name)
+    every = _sweep_runs(client, exp.experiment_id, ROLE_SWEEP) if exp else []
+    if not every:
+        known = ", ".join(n for n, _ in list_sweeps(uri)) or "none"
+        raise ValueError(redact(f"no sweep named {name!r} in {uri}; sweeps there: {known}"))
+    parents, trials = _live(every, _sweep_runs(client, exp.experiment_id, ROLE_TRIAL))
+    return client, every, parents, trials
 
 
 def _sweep_runs(client: Any, experiment_id: str, role: str) -> list[Any]:
@@ -262,13 +269,7 @@ def _open(uri: str) -> Any:
 def load_sweep(uri: str, name: str) -> SweepData:
     """The sweep ``name`` from the store at ``uri``. ValueError (one line) when there is no such
     sweep, or when its runs lack tags that every run of a sweep carries."""
-    client = _open(uri)
-    exp = client.get_experiment_by_name(name)
-    every = _sweep_runs(client, exp.experiment_id, ROLE_SWEEP) if exp else []
-    if not every:
-        known = ", ".join(n for n, _ in list_sweeps(uri)) or "none"
-        raise ValueError(redact(f"no sweep named {name!r} in {uri}; sweeps there: {known}"))
-    parents, trials = _live(every, _sweep_runs(client, exp.experiment_id, ROLE_TRIAL))
+    client, every, parents, trials = _live_sweep(uri, name)
     if not parents:
         raise ValueError(f"sweep {name!r}: every parent run was archived by --restart")
     _check_tags(name, parents, PARENT_TAGS, "parent")
