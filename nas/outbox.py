@@ -3,8 +3,9 @@ neither stalls training nor loses a step.
 
 Each batch (metrics of a step, or files such as a dilution profile) is first appended to the trial's journal (a JSON-lines file under the sweep's
 storage path, shared by the nodes of a cluster), then queued; one background thread sends the
-queue in order, retrying a failed send until it goes through. Training only waits at the end,
-for the queue to drain. A batch that has waited longer than the tolerance
+queue in order, retrying a failed send until it goes through (what ``nas.store_errors.judge``
+calls retryable; a refusal for good ends the trial with ``StoreRefusal`` at its next step).
+Training only waits at the end, for the queue to drain. A batch that has waited longer than the tolerance
 (``NAS_TRACKING_OUTAGE_S``, 300 s by default) ends the trial with ``TrackingOutage``; the
 journal keeps what was not sent, and the trial's next attempt (Tune's retry, or the next
 ``nas sweep``) sends the journal's steps the store lacks before it trains (``replay``).
@@ -19,7 +20,6 @@ from __future__ import annotations
 
 import collections
 import json
-import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -27,8 +27,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-OUTAGE_ENV = "NAS_TRACKING_OUTAGE_S"
-DEFAULT_OUTAGE_S = 300.0
+from nas.store_errors import (
+    OUTAGE_ENV,
+    StoreRefusal,
+    TrackingOutage,
+    Verdict,
+    first_line,
+    judge,
+    tolerance_s,
+)
+
+__all__ = ["OUTAGE_ENV", "Outbox", "StoreRefusal", "TrackingOutage", "tolerance_s"]
+
 MAX_PENDING = 100_000  # batches held in memory (about one per logged step): the buffer's bound
 BATCH_LIMIT = 1000  # metrics per MLflow log_batch call (MLflow's own limit)
 JOURNAL_FOLDER = "journal"  # under the sweep's storage folder: one file per trial key
@@ -46,22 +56,6 @@ class Files:
 
 Item = Sequence[Entry] | Files
 Sender = Callable[[Item], None]
-
-
-class TrackingOutage(RuntimeError):
-    """The tracking store has not taken a batch for longer than the tolerance."""
-
-
-def tolerance_s() -> float:
-    """The outage a trial outlasts, from ``NAS_TRACKING_OUTAGE_S``."""
-    raw = os.environ.get(OUTAGE_ENV, "")
-    try:
-        value = float(raw) if raw else DEFAULT_OUTAGE_S
-    except ValueError:
-        raise ValueError(f"{OUTAGE_ENV}={raw!r}: expected a number of seconds") from None
-    if not value > 0:
-        raise ValueError(f"{OUTAGE_ENV}={raw!r}: expected a positive number of seconds")
-    return value
 
 
 def journal_path(folder: Path, key: str) -> Path:
@@ -101,6 +95,7 @@ class Outbox:
         self.pending: collections.deque[tuple[float, Item]] = collections.deque()
         self.cond = threading.Condition()
         self.error = ""  # the last failed send's first line, for the outage message
+        self.refused = ""  # set when the store refused a batch for good (``judge``: fatal)
         self.closing = False
         if journal is not None:
             journal.parent.mkdir(parents=True, exist_ok=True)
@@ -128,7 +123,8 @@ class Outbox:
             self.cond.notify_all()
 
     def close(self) -> None:
-        """Wait until every batch is sent; TrackingOutage if that takes past the tolerance."""
+        """Wait until every batch is sent; TrackingOutage if that takes past the tolerance,
+        StoreRefusal if the store refused one for good."""
         with self.cond:
             while self.pending:
                 self._check(time.monotonic())
@@ -142,6 +138,10 @@ class Outbox:
             self.journal.unlink(missing_ok=True)
 
     def _check(self, now: float) -> None:
+        if self.refused:
+            where = f"; unsent steps kept in {self.journal}" if self.journal else ""
+            what = f"tracking store {self.what}: a write failed for good"
+            raise StoreRefusal(f"{what} ({self.refused}){where}")
         if self.pending and now - self.pending[0][0] > self.tolerance:
             raise TrackingOutage(self._outage(f"nothing sent for {self.tolerance:.0f} s"))
 
@@ -161,9 +161,14 @@ class Outbox:
                 batch = self.pending[0][1]
             try:
                 self.send(batch)
-            except Exception as err:  # the store is down or refused: keep it, try again
-                self.error = _first_line(err)
-                time.sleep(delay)
+            except Exception as err:
+                self.error = first_line(err)
+                if judge(err) is not Verdict.RETRY:  # refused, or no store error: say so
+                    with self.cond:
+                        self.refused = self.error
+                        self.cond.notify_all()
+                    return
+                time.sleep(delay)  # the store is down, busy or in a conflict: try again
                 delay = min(delay * 2, 10.0)
                 continue
             delay = 0.5
@@ -171,11 +176,6 @@ class Outbox:
                 self.pending.popleft()
                 self.error = ""
                 self.cond.notify_all()
-
-
-def _first_line(err: BaseException) -> str:
-    text = str(err).strip()
-    return (text.splitlines() or [type(err).__name__])[0][:300]
 
 
 def unsent(entries: Sequence[Entry], recorded: set[tuple[str, int]]) -> list[Entry]:

@@ -23,13 +23,13 @@ from nas.outbox import (
     Files,
     Item,
     Outbox,
-    TrackingOutage,
     as_metrics,
     chunks,
     journal_path,
     read_journal,
     unsent,
 )
+from nas.store_errors import RetryingClient, Verdict, judge, retrying, store_error_line
 from reports.redact import redact
 from reports.schema import (
     PLANS_FOLDER,
@@ -85,7 +85,9 @@ def _connect_uri(uri: str) -> str:
     return real if real and redact(real) == uri else uri
 
 
-def _client(uri: str) -> Any:
+def _client(uri: str) -> RetryingClient:
+    """A client on the store whose every call is repeated while ``nas.store_errors.judge``
+    says the failure is passing (an outage, a conflicting concurrent write)."""
     import logging
 
     os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
@@ -95,27 +97,30 @@ def _client(uri: str) -> Any:
     from nas.store_init import prepare_store
 
     real = _connect_uri(uri)
-    prepare_store(real)  # a fresh store is created and migrated by one process at a time
-    return MlflowClient(tracking_uri=real)
+    retrying(lambda: prepare_store(real))  # created and migrated by one process at a time
+    return RetryingClient(MlflowClient(tracking_uri=real))
+
+
+def _find_or_create(find: Callable[[], Any], create: Callable[[], Any]) -> Any:
+    """``find()``, else ``create()``, repeated as ``judge`` allows. Creating is the one write
+    that is not safe to repeat blindly: a create whose answer was lost (the server went down
+    after it committed) may have gone through, so each attempt looks for it first."""
+
+    def attempt() -> Any:
+        found = find()
+        return found if found is not None else create()
+
+    return retrying(attempt)
 
 
 def store_failure(err: BaseException) -> str | None:
     """The first line of a failure to reach or write the tracking store, found anywhere in the
-    chain of ``err`` (Tune wraps what its callbacks raise); None for any other error."""
-    from mlflow.exceptions import MlflowException
-    from requests.exceptions import ConnectionError as HTTPConnectionError
-    from sqlalchemy.exc import DBAPIError
-
-    kinds = (MlflowException, HTTPConnectionError, DBAPIError, TrackingOutage)
-    seen: set[int] = set()
-    current: BaseException | None = err
-    while current is not None and id(current) not in seen:
-        if isinstance(current, kinds):
-            text = str(current).strip()
-            return redact((text.splitlines() or [type(current).__name__])[0][:300])
-        seen.add(id(current))
-        current = current.__cause__ or current.__context__
-    return None
+    chain of ``err`` (Tune wraps what its callbacks raise), once ``judge`` has given up on it;
+    None for any other error."""
+    if judge(err) is Verdict.FOREIGN:
+        return None
+    line = store_error_line(err)
+    return None if line is None else redact(line)
 
 
 @dataclass(frozen=True)
@@ -194,8 +199,7 @@ def open_sweep(
     from mlflow.entities import Param
 
     client = _client(uri)
-    exp = client.get_experiment_by_name(sweep)
-    exp_id = exp.experiment_id if exp else client.create_experiment(sweep)
+    exp_id = _experiment_id(client, sweep)
     for name, value in experiment_tags().items():  # also on a sweep recorded before them
         client.set_experiment_tag(exp_id, name, value)
     parents = _parents(client, exp_id, key)
@@ -206,9 +210,29 @@ def open_sweep(
             client.set_tag(run_id, name, value)
         return SweepRecord(uri, exp_id, run_id, sweep)
     all_tags = {Tag.SWEEP: sweep, Tag.SWEEP_KEY: key, Tag.ROLE: ROLE_SWEEP, **tags}
-    run_id = client.create_run(exp_id, tags=all_tags, run_name=sweep).info.run_id
-    client.log_batch(run_id, params=[Param(k, str(v)) for k, v in base.items()])
-    return SweepRecord(uri, exp_id, run_id, sweep)
+    run = _find_or_create(
+        lambda: next(iter(_parents(client.raw, exp_id, key)), None),
+        lambda: client.raw.create_run(exp_id, tags=all_tags, run_name=sweep),
+    )
+    client.log_batch(run.info.run_id, params=[Param(k, str(v)) for k, v in base.items()])
+    return SweepRecord(uri, exp_id, run.info.run_id, sweep)
+
+
+def _experiment_id(client: RetryingClient, sweep: str) -> str:
+    """The sweep's experiment, created if need be; two drivers creating it at once both get
+    the one that was made."""
+    from mlflow.exceptions import MlflowException
+
+    def create() -> Any:
+        try:
+            client.raw.create_experiment(sweep)
+        except MlflowException as err:
+            if err.error_code != "RESOURCE_ALREADY_EXISTS":
+                raise
+        return client.raw.get_experiment_by_name(sweep)
+
+    exp = _find_or_create(lambda: client.raw.get_experiment_by_name(sweep), create)
+    return str(exp.experiment_id)
 
 
 def supersede(stored: StoredSweep) -> None:
@@ -345,6 +369,18 @@ def describe(client: Any, run_id: str, note: Callable[[], str]) -> None:
         client.set_tag(run_id, Tag.NOTE, note())
 
 
+def _delete_tag(client: RetryingClient, run_id: str, key: str) -> None:
+    """Remove a tag; one already gone (an earlier attempt's delete went through before its
+    answer was lost) is what was wanted."""
+    from mlflow.exceptions import MlflowException
+
+    try:
+        client.delete_tag(run_id, key)
+    except MlflowException as err:
+        if err.error_code != "RESOURCE_DOES_NOT_EXIST":
+            raise
+
+
 def _outcome_note(client: Any, run_id: str, status: Status) -> str:
     """The run's description once it ended: its status and final validation loss (the latest
     validation's where the trial could not log its final one)."""
@@ -418,7 +454,7 @@ class TrialRun:
             self.run_id = found.info.run_id
             self.client.update_run(self.run_id, status="RUNNING")
             if Tag.STATUS in found.data.tags:
-                self.client.delete_tag(self.run_id, Tag.STATUS)
+                _delete_tag(self.client, self.run_id, Tag.STATUS)
             for name, value in tags.items():
                 self.client.set_tag(self.run_id, name, value)
             describe(self.client, self.run_id, lambda: note)
@@ -433,8 +469,12 @@ class TrialRun:
                 **tags,
                 Tag.NOTE: note,
             }
-            run = self.client.create_run(
-                record.experiment_id, tags=all_tags, run_name=run_name(arm, seed)
+            raw = self.client.raw
+            run = _find_or_create(
+                lambda: _find_trial(raw, record, trial_key),
+                lambda: raw.create_run(
+                    record.experiment_id, tags=all_tags, run_name=run_name(arm, seed)
+                ),
             )
             self.run_id = run.info.run_id
             params_ = [Param(k, str(v)) for k, v in params.items()]
@@ -467,10 +507,11 @@ class TrialRun:
         return _steps(self.client, self.run_id, keys)
 
     def _send(self, item: Item) -> None:
+        """One attempt (the outbox judges a failure and tries again itself)."""
         if isinstance(item, Files):
-            _send_files(self.client, self.run_id, item)
+            _send_files(self.client.raw, self.run_id, item)
         else:
-            self.client.log_batch(self.run_id, metrics=as_metrics(item))
+            self.client.raw.log_batch(self.run_id, metrics=as_metrics(item))
 
     def log_metrics(self, metrics: Mapping[str, float], step: int) -> None:
         """Log each finite metric once per step: a trial resumed from a checkpoint recomputes

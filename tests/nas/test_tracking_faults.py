@@ -176,3 +176,55 @@ def test_a_store_gone_for_good_ends_the_driver_in_one_line_and_the_same_command_
     client, trials = _trials(pg_server.url, "delta")
     assert len(trials) == 1
     _check_complete(client, trials, ONE_DRIVER)
+
+
+def test_writers_racing_on_one_run_through_a_server_restart(
+    pg_server: TrackingServer, tmp_path: Path
+) -> None:
+    """Four processes write the same rows of one run at the same moments (lock-step rounds:
+    the same journal replayed, the same new tag key, a tag they all set), and the server is
+    killed mid-way and started again, so that writes held back by the outage land together.
+    Two writers inserting one new row make PostgreSQL refuse one of them (``UniqueViolation``,
+    HTTP 400 from the server), which the harness once took for a dead store. Every writer must
+    finish, and the run holds each journaled step once, every round's tag and every writer's
+    own metric at every round."""
+    import json
+    import multiprocessing
+
+    from mlflow.tracking import MlflowClient
+
+    from tests.nas import store_writers as w
+
+    client = MlflowClient(tracking_uri=pg_server.url)
+    run_id = client.create_run(client.create_experiment("race")).info.run_id
+    journal = tmp_path / "journal.jsonl"
+    journal.write_text(json.dumps([list(e) for e in w.journal_entries()]) + "\n")
+    ctx = multiprocessing.get_context("spawn")  # no threads or sockets inherited
+    barrier, progress, errors = ctx.Barrier(4), ctx.Value("i", 0), ctx.Queue()
+    args = (pg_server.url, run_id, str(journal))
+    procs = [
+        ctx.Process(target=w.write, args=(*args, i, barrier, progress, errors)) for i in range(4)
+    ]
+    for p in procs:
+        p.start()
+    deadline = time.monotonic() + 300
+    while progress.value < w.ROUNDS and any(p.is_alive() for p in procs):  # a quarter done
+        assert time.monotonic() < deadline, "the writers did not start"
+        time.sleep(0.05)
+    pg_server.kill()
+    time.sleep(2)
+    pg_server.start()
+    for p in procs:
+        p.join(timeout=600)
+    found = []
+    while not errors.empty():
+        found.append(errors.get())
+    assert not found, "\n".join(found)
+    assert [p.exitcode for p in procs] == [0, 0, 0, 0]
+    steps = [m.step for m in client.get_metric_history(run_id, Metric.TRAIN_LOSS)]
+    assert sorted(steps) == list(range(w.JOURNAL_STEPS))  # each journaled step once
+    run = client.get_run(run_id)
+    assert all(run.data.tags.get(f"round.{r}") == "done" for r in range(w.ROUNDS))
+    for i in range(4):
+        mine = sorted(m.step for m in client.get_metric_history(run_id, f"writer.{i}"))
+        assert mine == list(range(w.ROUNDS))
