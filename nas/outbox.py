@@ -97,6 +97,9 @@ class Outbox:
         self.error = ""  # the last failed send's first line, for the outage message
         self.refused = ""  # set when the store refused a batch for good (``judge``: fatal)
         self.closing = False
+        # when the store last took a batch: an outage is a store that takes nothing, not one
+        # that is slower than training (a backlog whose oldest batch waits while sends succeed)
+        self.taken = time.monotonic()
         if journal is not None:
             journal.parent.mkdir(parents=True, exist_ok=True)
         self.thread = threading.Thread(target=self._run, name="nas-outbox", daemon=True)
@@ -142,7 +145,7 @@ class Outbox:
             where = f"; unsent steps kept in {self.journal}" if self.journal else ""
             what = f"tracking store {self.what}: a write failed for good"
             raise StoreRefusal(f"{what} ({self.refused}){where}")
-        if self.pending and now - self.pending[0][0] > self.tolerance:
+        if self.pending and now - max(self.pending[0][0], self.taken) > self.tolerance:
             raise TrackingOutage(self._outage(f"nothing sent for {self.tolerance:.0f} s"))
 
     def _outage(self, what: str) -> str:
@@ -158,7 +161,7 @@ class Outbox:
                     self.cond.wait()
                 if self.closing and not self.pending:
                     return
-                batch = self.pending[0][1]
+                taken, batch = _coalesced(b for _, b in self.pending)
             try:
                 self.send(batch)
             except Exception as err:
@@ -173,9 +176,30 @@ class Outbox:
                 continue
             delay = 0.5
             with self.cond:
-                self.pending.popleft()
+                for _ in range(taken):
+                    self.pending.popleft()
+                self.taken = time.monotonic()
                 self.error = ""
                 self.cond.notify_all()
+
+
+def _coalesced(pending: Iterable[Item]) -> tuple[int, Item]:
+    """(how many of the first pending batches go in one send, that send): consecutive metric
+    batches are merged up to MLflow's limit per call, so that a store answering slower than
+    training logs (one call per step) catches up instead of falling ever further behind; a
+    file batch goes alone, in its place."""
+    batches = iter(pending)
+    first = next(batches)
+    if isinstance(first, Files):
+        return 1, first
+    merged = list(first)
+    n = 1
+    for batch in batches:
+        if isinstance(batch, Files) or len(merged) + len(batch) > BATCH_LIMIT:
+            break
+        merged.extend(batch)
+        n += 1
+    return n, merged
 
 
 def unsent(entries: Sequence[Entry], recorded: set[tuple[str, int]]) -> list[Entry]:
