@@ -106,7 +106,9 @@ def _open_record(uri: str, p: Plan) -> SweepRecord:
 
 
 def _command() -> str:
-    return redact(" ".join(sys.argv))  # a --tracking-uri may carry a password
+    """The command line as typed (``nas ...``, whether run as the script or as ``python -m
+    nas.cli``), redacted: a --tracking-uri may carry a password."""
+    return redact(" ".join(["nas", *sys.argv[1:]]))
 
 
 def _versions() -> dict[str, str]:

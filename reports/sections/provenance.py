@@ -3,7 +3,9 @@ many trials ended in each status, and why each trial outside the statistics is o
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -35,7 +37,7 @@ def provenance(data: SweepData) -> Section:
     rows = [
         ("sweep", data.name),
         ("space", str(p["space"].iloc[-1])),
-        ("command", str(p["command"].iloc[-1])),
+        ("command", shown_command(str(p["command"].iloc[-1]))),
         ("invocations", str(int(p["plans"].clip(lower=1).sum()))),
         ("plans", _plans(data)),
         ("first start", _when(p["start"].min())),
@@ -46,7 +48,7 @@ def provenance(data: SweepData) -> Section:
             ", ".join(f"{k} {v}" for k, v in p["versions"].iloc[-1].items()) or "not recorded",
         ),
         ("hardware", "; ".join(_values(t, "hardware")) or "not recorded"),
-        ("MLflow store", redact(data.uri)),
+        ("MLflow store", relative_to_here(redact(data.uri))),
         ("trials", run_counts(found, len(data.skipped))),
     ]
     if data.superseded:
@@ -84,7 +86,7 @@ def _sweeps(data: SweepData) -> list[Any]:
         rows.append(
             (
                 sweep,
-                str(mine["command"].iloc[-1]) if len(mine) else "?",
+                shown_command(str(mine["command"].iloc[-1])) if len(mine) else "?",
                 run_counts(counts(trials), 0).removesuffix(", 0 skipped"),
                 _when(mine["start"].min()) if len(mine) else "?",
                 "; ".join(_values(trials, "hardware")) or "not recorded",
@@ -109,6 +111,24 @@ def _sweeps(data: SweepData) -> list[Any]:
             )
         )
     return blocks
+
+
+# The program as a recorded command line may spell it: the installed script, or the module run
+# with ``python -m nas.cli`` (sys.argv[0] is then the module's file).
+_PROGRAM = re.compile(r"^\S*(?:/bin/nas|/nas/cli\.py)(?=\s|$)")
+
+
+def relative_to_here(text: str, here: Path | None = None) -> str:
+    """``text`` with the absolute paths inside the working folder written relative to it: a
+    report shows ``sqlite:///gallery/mlflow.db``, not the checkout's place on the machine that
+    made it. Paths elsewhere are kept as they are."""
+    root = str((here or Path.cwd()).resolve()).rstrip("/") + "/"
+    return text.replace(root, "") if root != "/" else text
+
+
+def shown_command(command: str, here: Path | None = None) -> str:
+    """A recorded command line as a reader would type it: ``nas ...``, paths relative."""
+    return relative_to_here(_PROGRAM.sub("nas", command), here)
 
 
 def run_counts(found: dict[Status, int], skipped: int) -> str:
