@@ -9,19 +9,36 @@ from pathlib import Path
 
 from tests.ray_cluster import shared_env
 
-ENV = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"}
+
+def env() -> dict[str, str]:
+    """The environment a test's ``nas`` runs in: this process's as it is now (the session's
+    mark included, ``tests/conftest.py``), telemetry off."""
+    return {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"}
 
 
 def run_nas(cwd: Path, *args: str, timeout: int = 600) -> subprocess.CompletedProcess[str]:
     """``nas ARGS``; a sweep runs on the session's shared Ray cluster unless given one."""
-    env = ENV
+    environ = env()
     if args[:1] == ("sweep",) and "--address" not in args:
-        env = {**ENV, **shared_env()}
-    return subprocess.run(
-        [sys.executable, "-m", "nas.cli", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=env,
-    )
+        environ |= shared_env()
+    cmd = [sys.executable, "-m", "nas.cli", *args]
+    with subprocess.Popen(
+        cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environ
+    ) as proc:
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except BaseException:  # a timeout, or the run interrupted (Ctrl-C, SIGTERM)
+            _stop(proc)
+            raise
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
+def _stop(proc: subprocess.Popen[str]) -> None:
+    """SIGTERM first: ``nas`` then closes its record and stops the Ray it started, which a
+    SIGKILL would leave running."""
+    proc.terminate()
+    try:
+        proc.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()

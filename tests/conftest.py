@@ -16,17 +16,26 @@ browser's binary) and ``swept`` (one real ``smoke`` sweep the read-only tests sh
 from __future__ import annotations
 
 import os
+import secrets
+import signal
+from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.cli import run_nas
-from tests.postgres import postgres_db
-from tests.ray_cluster import stop_shared
+from tests.postgres import drop_leftovers, postgres_db
+from tests.ray_cluster import pids_naming, stop, stop_shared
 from tests.reports.browser import ChromiumUnavailable, ensure_chromium
 from tests.tracking_server import pg_server
 
 __all__ = ["pg_server", "postgres_db"]
+
+# Every process the suite starts inherits this (``tests.cli`` reads the environment when it
+# starts one), so that whatever outlives its test is found and stopped when the session ends.
+SESSION_MARK = f"NAS_TEST_SESSION={secrets.token_hex(8)}"
+os.environ[SESSION_MARK.split("=")[0]] = SESSION_MARK.split("=")[1]
 
 TESTS = Path(__file__).parent
 SLOW_MODULES = frozenset(
@@ -49,9 +58,27 @@ SLOW_MODULES = frozenset(
 )
 
 
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """SIGTERM (``timeout 600 pytest``, a CI runner giving up) unwinds the run as Ctrl-C does:
+    fixtures tear down (servers stop, databases are dropped) and ``pytest_sessionfinish``
+    runs. Then drop what an earlier run killed harder (SIGKILL) left in PostgreSQL."""
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    signal.signal(signal.SIGTERM, interrupt)
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        return  # the run's first process dropped them, before any worker made its own
+    dropped = drop_leftovers(datetime.now(timezone.utc))
+    if dropped:
+        print(f"dropped {len(dropped)} leftover test databases: {', '.join(dropped)}")
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    """Stop the Ray cluster the session's sweeps shared, if one was started."""
+    """Stop the Ray cluster the session's sweeps shared, if one was started, and any process
+    of this session's that outlived its test."""
     stop_shared()
+    stop(pids_naming(SESSION_MARK))
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -6,10 +6,12 @@ CI must never pass by skipping."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import datetime
 
 import psycopg
 import pytest
@@ -55,3 +57,38 @@ def postgres_db() -> Iterator[Database]:
         finally:
             admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
             admin.execute(f"DROP ROLE IF EXISTS {role}")
+
+
+# Each leftover's name and owner with the time its folder was made (pg_stat_file needs a
+# superuser, as the default server's postgres role is; elsewhere nothing is found).
+_LEFTOVERS = r"""
+SELECT d.datname, r.rolname, (pg_stat_file('base/' || d.oid || '/PG_VERSION')).modification
+FROM pg_database d JOIN pg_roles r ON r.oid = d.datdba
+WHERE d.datname LIKE 'nas\_test\_%'
+"""
+
+
+def drop_leftovers(started: datetime) -> list[str]:
+    """Drop the ``nas_test_*`` databases (and their ``nas_role_*`` owners) made before
+    ``started`` that nobody is connected to: what an earlier test run killed before its
+    teardown left behind. Only those: another run's database in use is refused by PostgreSQL
+    and kept. Returns the names dropped; a server that does not answer drops nothing."""
+    try:
+        admin = _admin()
+    except psycopg.Error:
+        return []
+    dropped = []
+    with admin:
+        try:
+            rows = admin.execute(_LEFTOVERS).fetchall()
+        except psycopg.Error:  # not a superuser: the ages cannot be read
+            return []
+        for name, owner, made in rows:
+            if made >= started:
+                continue
+            with contextlib.suppress(psycopg.Error):  # in use: another run's, kept
+                admin.execute(f'DROP DATABASE "{name}"')
+                dropped.append(name)
+                if owner.startswith("nas_role_"):
+                    admin.execute(f'DROP ROLE IF EXISTS "{owner}"')
+    return dropped

@@ -11,7 +11,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from tests.cli import ENV
+from tests.cli import env
 
 START_TIMEOUT_S = 120  # a loaded two-core machine takes half a minute to import MLflow twice
 
@@ -33,7 +33,7 @@ def start_ui(cwd: Path, uri: str, port: int, log: Path) -> subprocess.Popen[str]
             stderr=err,
             text=True,
             cwd=cwd,
-            env=ENV,
+            env=env(),
             start_new_session=True,
         )
 
