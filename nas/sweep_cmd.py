@@ -119,8 +119,10 @@ def _seeds(text: str | None) -> tuple[int, ...] | None:
         raise ValueError(f"--seeds {text!r}: expected comma-separated integers") from None
 
 
-def run(args: argparse.Namespace) -> int:
-    from nas.sweep import SweepOptions, run_sweep
+def options(args: argparse.Namespace) -> Any:
+    """The parsed command as ``nas.sweep_plan.SweepOptions``; ValueError for values no sweep
+    can take."""
+    from nas.sweep_plan import SweepOptions
 
     if (
         args.concurrency < 1
@@ -132,7 +134,7 @@ def run(args: argparse.Namespace) -> int:
             "--concurrency and --workers-per-trial must be >= 1, --cpus-per-trial > 0, "
             "--gpus-per-trial >= 0"
         )
-    opts = SweepOptions(
+    return SweepOptions(
         space=args.space,
         name=args.name,
         trials=args.trials,
@@ -155,4 +157,9 @@ def run(args: argparse.Namespace) -> int:
         peak_flops=args.peak_flops,
         verbose=args.verbose,
     )
-    return run_sweep(opts)
+
+
+def run(args: argparse.Namespace) -> int:
+    from nas.sweep import run_sweep
+
+    return run_sweep(options(args))

@@ -87,10 +87,16 @@ def _recorded_overrides(run_id: str, tracking_uri: str | None) -> list[str]:
     return [f"{k}={v}" for k, v in run.params.items() if k in keys]
 
 
-def run_train(args: argparse.Namespace) -> int:
+def configuration(args: argparse.Namespace) -> Any:
+    """The run's resolved configuration (defaults, --from-run, --config, --set, budgets);
+    ValueError for anything the configuration rejects."""
     recorded = _recorded_overrides(args.from_run, args.tracking_uri) if args.from_run else []
     check_one_length(parse_overrides(args.overrides))
-    cfg = resolve_budget(build_config(args.config, [*recorded, *args.overrides]))
+    return resolve_budget(build_config(args.config, [*recorded, *args.overrides]))
+
+
+def run_train(args: argparse.Namespace) -> int:
+    cfg = configuration(args)
     out = Path(args.out) if args.out else _default_out(cfg)
     if out.exists() and any(out.iterdir()):
         raise ValueError(f"--out {out}: folder exists and is not empty; choose a new one")

@@ -13,9 +13,13 @@ lines, so a new example is covered without editing this file:
   quick_gpu@http://...`` (``tests/reports/test_report.py`` runs reports over several stores);
 - **unclassifiable**, a failure: a placeholder the test cannot fill (``RUN_ID``, ``<name>``,
   ``...``), or a command ``build_parser()`` refuses;
+- **planned**, a sweep or a training run whose code path other tests run end to end
+  (``COVERED_BY`` names them): its plan or configuration is built in-process, as ``nas`` does
+  before it starts anything, so that a documented option that no longer works fails here;
 - **run**, everything else, on a tiny store: one ``quick`` sweep, shrunk (``tiny``) and recorded
   once for the module, because the README's report commands name the demo's sweep. A command
-  that trains is shrunk the same way: width 16, 2 steps, seed 0, and its own run length
+  that trains and is run (the store's own sweep, resumed; a kind of command added later) is
+  shrunk the same way: width 16, 2 steps, seed 0, and its own run length
   (``--max-steps``, ``--set train.max_steps=...``, ``--seeds``, ``--trials``) replaced, its
   other settings kept. A sweep whose plan is still large after that (more than
   ``MAX_TRIALS`` cells, or trials trained to a FLOP budget, which no ``--set`` can shrink:
@@ -308,15 +312,61 @@ def test_the_documents_show_commands_of_every_kind() -> None:
     assert any(parse_only_reason(_split_equals(c.words)) for c in COMMANDS)
 
 
+# What runs a documented command's training end to end, so that here it is only planned: the
+# plan (the space, its cells, every option's value) or the configuration is built in-process,
+# which is where a documented option that stopped working fails, without Ray or training.
+COVERED_BY = {
+    "sweep": "tests/nas/test_sweep.py (grid and search sweeps, resume, SIGTERM, SIGKILL) and "
+    "tests/nas/test_campaign.py (YAML spaces, --seeds, --set, extension, time budgets, exit 75)",
+    "train": "tests/nas/test_cli.py::test_train_end_to_end (training, its outputs, --set, "
+    "--config round trip)",
+}
+
+
+def planned_reason(words: list[str]) -> str | None:
+    """Why a command is planned instead of run (``COVERED_BY``), or None. A sweep of the
+    store's name runs: it resumes the store's sweep (nothing to train), a path no other test
+    takes with the documented options."""
+    if "--help" in words or words[0] not in COVERED_BY:
+        return None
+    if words[0] == "sweep" and _sweep_name(words) == STORE_SWEEP:
+        return None
+    return COVERED_BY[words[0]]
+
+
+def _plan(words: list[str], cwd: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Build what the command would run, as ``nas`` does before it starts anything."""
+    from nas import sweep_cmd, train_cmd
+    from nas.sweep_plan import plan
+
+    monkeypatch.chdir(cwd)  # relative paths (--config, a space file, storage) as typed
+    args = build_parser().parse_args(words)
+    if words[0] == "sweep":
+        planned = plan(sweep_cmd.options(args))
+        assert planned.specs or planned.space.kind == "search", "a grid with no cell"
+    else:
+        train_cmd.configuration(args)
+
+
 @pytest.mark.parametrize("command", COMMANDS, ids=str)
-def test_documented_command(command: Command, store: Path, tmp_path: Path) -> None:
-    """Parsed by ``nas``; run on the tiny store unless it needs a cluster, server or GPU."""
+def test_documented_command(
+    command: Command, store: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Parsed by ``nas``; a sweep or training whose code path other tests run is planned
+    (``COVERED_BY``); anything else is run on the tiny store unless it needs a cluster, a
+    server or a GPU."""
     problem = unclassifiable(command)
     assert problem is None, f"{command}: {problem}"
     words = _split_equals(command.words)
     reason = parse_only_reason(words)
     if reason:
         print(f"parsed only ({reason}): {command}")
+        return
+    covered = planned_reason(words)
+    if covered:
+        _write_named_files(words, tmp_path)
+        _plan(words, tmp_path, monkeypatch)
+        print(f"planned (run end to end by {covered}): {command}")
         return
     cwd = store
     if words[0] == "train" or (words[0] == "sweep" and _sweep_name(words) != STORE_SWEEP):
@@ -331,6 +381,25 @@ def test_documented_command(command: Command, store: Path, tmp_path: Path) -> No
     print(f"runs: nas {shlex.join(words)}")
     out = run_nas(cwd, *words)
     assert out.returncode == expected, f"{command}\n{out.stdout[-2000:]}\n{out.stderr[-3000:]}"
+
+
+def test_a_documented_option_that_no_longer_plans_fails(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Planning is a real check, not a pass: a sweep or training a documented line could show
+    with a value the configuration rejects raises where ``nas`` would exit 2."""
+    (tmp_path / "my.yaml").write_text(TINY_CONFIG)
+    for words in (
+        ["sweep", "smoke", "--set", "model.n_heads=3"],
+        ["sweep", "no_such_space"],
+        ["train", "--config", "my.yaml", "--set", "model.residual=nonesuch"],
+    ):
+        with pytest.raises(ValueError):
+            _plan(words, tmp_path, monkeypatch)
+    assert planned_reason(["sweep", "smoke"]) and planned_reason(["train"])
+    assert planned_reason(["sweep", STORE_SWEEP, "--concurrency", "2"]) is None
+    assert planned_reason(["train", "--help"]) is None
+    assert planned_reason(["report", STORE_SWEEP]) is None
 
 
 def test_rules_classify_new_examples_without_editing_this_file() -> None:
