@@ -13,7 +13,8 @@ the moment the other write commits: writing again succeeds.
 
 The classes (``judge``):
 
-- **retry**: the store cannot be reached (connection refused or reset, a timeout), is busy or
+- **retry**: the store cannot be reached or its answer was cut short (connection refused,
+  reset or broken mid-answer when the server is killed, a timeout), is busy or
   restarting (5xx, ``TEMPORARILY_UNAVAILABLE``, ``REQUEST_LIMIT_EXCEEDED``, SQLAlchemy's
   ``OperationalError``: a locked SQLite file, a dropped PostgreSQL connection), or refused a
   write because another writer's same row went in first (the conflicts above, a deadlock, a
@@ -77,6 +78,11 @@ _TRANSIENT_WORDS = (
     "server closed the connection",
     "connection refused",
     "connection reset",
+    "connection aborted",
+    "connection broken",  # the server died mid-answer: IncompleteRead, a truncated chunk
+    "remote end closed connection",
+    "broken pipe",
+    "timed out",
     "max retries exceeded",
     "failed to set tags",  # MLflow's own retries of a tag conflict ran out
 )
@@ -127,14 +133,21 @@ def _verdict(err: BaseException) -> Verdict:
     from http.client import HTTPException
 
     from mlflow.exceptions import MlflowException
-    from requests.exceptions import ConnectionError as RequestsConnectionError
-    from requests.exceptions import Timeout
+    from requests.exceptions import (
+        InvalidHeader,
+        InvalidSchema,
+        InvalidURL,
+        MissingSchema,
+        RequestException,
+    )
     from sqlalchemy.exc import OperationalError
 
     if isinstance(err, TrackingOutage | StoreRefusal):
         return Verdict.FATAL
-    unreachable = (RequestsConnectionError, Timeout, OperationalError, ConnectionError)
-    if isinstance(err, (*unreachable, TimeoutError, HTTPException)):
+    malformed = (InvalidURL, InvalidSchema, MissingSchema, InvalidHeader)
+    if isinstance(err, RequestException) and not isinstance(err, malformed):
+        return Verdict.RETRY  # the request did not get its answer: refused, reset, cut short
+    if isinstance(err, (OperationalError, ConnectionError, TimeoutError, HTTPException)):
         return Verdict.RETRY
     if isinstance(err, MlflowException) and err.error_code in _TRANSIENT_CODES:
         return Verdict.RETRY

@@ -360,10 +360,10 @@ def _set_outcome(client: Any, run_id: str, status: Status, reason: str, step: in
 
 
 def describe(client: Any, run_id: str, note: Callable[[], str]) -> None:
-    """Set the run's one-line description (the UI's ``mlflow.note.content``), best effort. The
-    driver and a retried trial can write it at the same moment, and a SQL store then refuses
-    one of the two inserts ("Query-invoked autoflush", seen through a server restart): a
-    description must never fail a trial or the sweep, and the next write corrects it."""
+    """Set the run's one-line description (the UI's ``mlflow.note.content``), best effort. A
+    conflicting write (the driver and a retried trial at once) is retried like every write
+    (``nas.store_errors``); whatever still fails is dropped: a description must never fail a
+    trial or the sweep, and the next write corrects it."""
     # MLflow's, HTTP and SQL errors alike: the outcome is already recorded
     with contextlib.suppress(Exception):
         client.set_tag(run_id, Tag.NOTE, note())

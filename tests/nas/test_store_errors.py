@@ -55,6 +55,13 @@ AUTOFLUSH = (
             "exception HTTPConnectionPool: Max retries exceeded"
         ),
         requests.exceptions.ConnectionError("Connection refused"),
+        requests.exceptions.ChunkedEncodingError("Connection broken: IncompleteRead"),
+        # what MLflow's client raises when the server is killed mid-answer (seen in the race
+        # test's loop)
+        MlflowException(
+            "API request to http://127.0.0.1:1/api/2.0/mlflow/runs/set-tag failed with "
+            "exception ('Connection broken: IncompleteRead(0 bytes read, 2 more expected)')"
+        ),
         requests.exceptions.ReadTimeout("read timed out"),
         sqlalchemy.exc.OperationalError("SELECT 1", {}, Exception("database is locked")),
         ConnectionResetError("reset by peer"),
@@ -74,6 +81,7 @@ def test_a_passing_failure_is_retried(err: BaseException) -> None:
         _rest("RESOURCE_DOES_NOT_EXIST", "Run with id=abc not found"),
         _rest("PERMISSION_DENIED", "forbidden"),
         _rest("BAD_REQUEST", "Invalid value for metric"),
+        requests.exceptions.InvalidURL("no host supplied"),
         TrackingOutage("tracking store http://x unreachable (nothing sent for 3 s)"),
         StoreRefusal("a write failed for good"),
         _wrapped(TrackingOutage("unreachable")),
