@@ -10,7 +10,13 @@ BIN    := $(VENV)/bin
 CONSTRAINTS := $(VENV)/constraints.txt
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup demo test test-slow lint format bench bench-scale results browser clean
+.PHONY: setup demo test test-fast test-slow lint format bench bench-scale results browser clean
+
+# pytest-xdist processes for the suite; each module's tests stay on one (--dist loadfile), so a
+# module's fixtures are made once.
+# Two on the project's 2-core machines, where the sweeps' waits leave a core idle otherwise.
+PYTEST_WORKERS ?= 2
+PYTEST := $(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile
 
 setup: $(STAMP)
 
@@ -53,8 +59,14 @@ bench-scale: setup
 results: setup
 	$(BIN)/python -m benchmarks.gallery
 
+# The whole suite, slow tests included: what CI runs.
 test: setup
-	$(BIN)/python -m pytest -q
+	$(PYTEST)
+
+# The inner loop: unit and property tests only (no Ray, sweep, database, server or browser),
+# under two minutes on 2 cores.
+test-fast: setup
+	$(PYTEST) -m "not slow"
 
 # Headless Chromium for the browser tests (Debian's packages, as root). Elsewhere a missing
 # Chromium skips those tests, naming this target; under CI=true `make test` installs it first
@@ -69,10 +81,10 @@ ifeq ($(CI),true)
 test test-slow: browser
 endif
 
-# Only the tests marked slow (whole sweeps, the loopback cluster, the browser); `make test` runs
-# them too.
+# Only the tests marked slow (sweeps, the loopback cluster, databases, servers, the browser);
+# `make test` runs them too.
 test-slow: setup
-	$(BIN)/python -m pytest -q -m slow
+	$(PYTEST) -m slow
 
 lint: setup
 	$(BIN)/ruff check .

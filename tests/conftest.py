@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import shutil
 import signal
 from datetime import datetime, timezone
 from pathlib import Path
@@ -48,14 +49,30 @@ SLOW_MODULES = frozenset(
         "nas/test_data_parallel.py",
         "nas/test_gpu_scheduling.py",
         "nas/test_tracking_faults.py",
+        "nas/test_ui.py",
+        "nas/test_store_concurrency.py",
+        "nas/test_store_input.py",
         "nas/test_ui_browser.py",
         "reports/test_browser.py",
         "reports/test_formats.py",
         "reports/test_report.py",
         "reports/test_diff_sweep.py",
         "test_readme_commands.py",
+        "test_hygiene.py",
     )
 )
+# A test that asks for one of these starts a database, a server, a sweep or a browser: slow,
+# wherever it lives.
+SLOW_FIXTURES = frozenset({"postgres_db", "pg_server", "swept", "chromium"})
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """One torch thread per pytest-xdist worker: two workers of two threads each on two cores
+    spin against each other (OpenMP's busy wait), which measured slower than one process."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        import torch
+
+        torch.set_num_threads(1)
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -78,14 +95,25 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Stop the Ray cluster the session's sweeps shared, if one was started, and any process
     of this session's that outlived its test."""
     stop_shared()
-    stop(pids_naming(SESSION_MARK))
+    stop([p for p in pids_naming(SESSION_MARK) if not _resource_tracker(p)])
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark every test of ``SLOW_MODULES`` slow."""
+    """Mark every test of ``SLOW_MODULES``, and every test using a ``SLOW_FIXTURES`` fixture,
+    slow."""
     for item in items:
-        if item.path in SLOW_MODULES:
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if item.path in SLOW_MODULES or fixtures & SLOW_FIXTURES:
             item.add_marker(pytest.mark.slow)
+
+
+def _resource_tracker(pid: int) -> bool:
+    """multiprocessing's resource tracker, which this process started and ends itself at its
+    exit (killed first, it warns and leaks the semaphores it tracks)."""
+    try:
+        return b"resource_tracker" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
 
 
 @pytest.fixture(scope="session")
@@ -104,9 +132,22 @@ def chromium() -> str:
 @pytest.fixture(scope="session")
 def swept(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     """(folder, tracking URI) holding one finished ``smoke`` sweep with seeds 0 and 1, swept
-    once for the session: the report, diff, formats and dashboard tests only read it."""
-    root = tmp_path_factory.mktemp("swept")
+    once for the whole test run: the report, diff, formats and dashboard tests only read it.
+    Under pytest-xdist the first worker to ask sweeps it, under a file lock, into the run's
+    shared temp folder, and the others read the same sweep."""
+    import fcntl
+
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent  # every worker's basetemp lies in the run's
+    root = shared / "swept"
     uri = f"sqlite:///{root / 'mlflow.db'}"
-    proc = run_nas(root, "sweep", "smoke", "--seeds", "0,1", "--tracking-uri", uri)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    with (shared / "swept.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (root / "done").exists():
+            shutil.rmtree(root, ignore_errors=True)
+            root.mkdir()
+            proc = run_nas(root, "sweep", "smoke", "--seeds", "0,1", "--tracking-uri", uri)
+            assert proc.returncode == 0, proc.stderr[-3000:]
+            (root / "done").touch()
     return root, uri

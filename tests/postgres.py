@@ -11,7 +11,7 @@ import os
 import secrets
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import psycopg
 import pytest
@@ -68,11 +68,18 @@ WHERE d.datname LIKE 'nas\_test\_%'
 """
 
 
+# A test's database lives no longer than its test, which pytest-timeout ends at 600 s: one made
+# longer ago than this before a run started belongs to no test still running.
+LEFTOVER_AGE = timedelta(minutes=15)
+
+
 def drop_leftovers(started: datetime) -> list[str]:
-    """Drop the ``nas_test_*`` databases (and their ``nas_role_*`` owners) made before
-    ``started`` that nobody is connected to: what an earlier test run killed before its
-    teardown left behind. Only those: another run's database in use is refused by PostgreSQL
-    and kept. Returns the names dropped; a server that does not answer drops nothing."""
+    """Drop the ``nas_test_*`` databases (and their ``nas_role_*`` owners) made more than
+    ``LEFTOVER_AGE`` before ``started`` that nobody is connected to: what an earlier test run
+    killed before its teardown left behind. Only those: a test run going on beside this one
+    keeps its databases (one whose server is down for an outage test has no connection for a
+    while; its age protects it). Returns the names dropped; a server that does not answer
+    drops nothing."""
     try:
         admin = _admin()
     except psycopg.Error:
@@ -84,7 +91,7 @@ def drop_leftovers(started: datetime) -> list[str]:
         except psycopg.Error:  # not a superuser: the ages cannot be read
             return []
         for name, owner, made in rows:
-            if made >= started:
+            if made >= started - LEFTOVER_AGE:
                 continue
             with contextlib.suppress(psycopg.Error):  # in use: another run's, kept
                 admin.execute(f'DROP DATABASE "{name}"')

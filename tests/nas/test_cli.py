@@ -151,6 +151,7 @@ def test_spaces_lists_and_shows(capsys: pytest.CaptureFixture[str]) -> None:
     assert "no such space" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # starts an MLflow server
 def test_ui_serves_the_store_on_loopback(tmp_path: Path) -> None:
     """`nas ui` starts a real MLflow UI on 127.0.0.1 that answers for the given store; SIGINT
     stops it and its workers."""
