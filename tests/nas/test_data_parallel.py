@@ -111,39 +111,6 @@ def _history(client: Any, run_id: str, key: str) -> dict[int, float]:
     return {m.step: m.value for m in history}
 
 
-def test_a_sweep_trial_over_two_workers_records_what_one_process_does(tmp_path: Path) -> None:
-    """``--workers-per-trial 2``: the trial's one run holds the loss curve and validation of
-    the same trial trained in one process (within RTOL), every step once, its parameters
-    once, its dilution profile once (rank 0 alone measures and writes), status finished, and
-    its cost counts both workers."""
-    (tmp_path / "space.yaml").write_text(ONE_ARM.format(steps=20, every=10))
-    one = _sweep(tmp_path, "one")
-    assert one.returncode == 0, one.stdout[-2000:] + one.stderr[-3000:]
-    two = _sweep(tmp_path, "two", "--workers-per-trial", "2")
-    assert two.returncode == 0, two.stdout[-2000:] + two.stderr[-3000:]
-    assert "sweep two: 1 finished" in two.stdout
-
-    (single, client), (parallel, _) = _trial(tmp_path, "one"), _trial(tmp_path, "two")
-    assert parallel.info.status == "FINISHED" and parallel.data.tags[Tag.STATUS] == "finished"
-    assert parallel.data.params == single.data.params
-    for key in ("train/loss", "val/loss"):
-        a, b = (_history(client, r.info.run_id, key) for r in (single, parallel))
-        assert a.keys() == b.keys() and a, key
-        for step in a:
-            assert b[step] == pytest.approx(a[step], rel=RTOL), (key, step)
-    final = parallel.data.metrics
-    assert final[Metric.FINAL_STEPS] == 20
-    assert final[Metric.FINAL_VAL_LOSS] == pytest.approx(
-        single.data.metrics[Metric.FINAL_VAL_LOSS], rel=RTOL
-    )
-    profiles = [a.path for a in client.list_artifacts(parallel.info.run_id, PROFILE_FOLDER)]
-    expected = [a.path for a in client.list_artifacts(single.info.run_id, PROFILE_FOLDER)]
-    assert profiles == expected and profiles
-    # two workers of one thread each held their cores for the whole trial
-    hours = final[Metric.FINAL_TRIAL_S] * WORKERS / 3600
-    assert final[Metric.FINAL_DEVICE_HOURS] == pytest.approx(hours, rel=1e-6)
-
-
 def _kill_a_worker_once_checkpointed(storage: Path, killed: list[int]) -> None:
     """Once Ray Train has registered a checkpoint of the sweep's trial (its snapshot file in
     the trial's ``*-train`` folder), SIGKILL one of its workers."""
@@ -160,12 +127,24 @@ def _kill_a_worker_once_checkpointed(storage: Path, killed: list[int]) -> None:
                 return
 
 
-def test_a_killed_worker_retries_the_sweep_trial_from_its_checkpoint(tmp_path: Path) -> None:
-    """SIGKILL of one worker once a checkpoint is registered: Tune retries the trial, which
-    resumes from the newest checkpoint of its key into the same run. The sweep finishes with
-    one run, every step recorded once, and the first validation's checkpoint written once (a
-    retry from scratch would write it again)."""
+def test_a_two_worker_trial_records_what_one_process_does_and_survives_a_killed_worker(
+    tmp_path: Path,
+) -> None:
+    """``--workers-per-trial 2``, one Train start for both properties (each costs tens of
+    seconds of worker start-up here):
+
+    - what one process does: up to the first checkpoint (steps 0-19, which the first attempt
+      trained uninterrupted) the loss curve and validation equal the same trial trained in one
+      process within RTOL; the parameters are the same, the dilution profile is written once
+      per validation (rank 0 alone measures and writes), and the cost counts both workers;
+    - a killed worker: SIGKILL of one worker once a checkpoint is registered makes Tune retry
+      the trial, which resumes from the newest checkpoint of its key into the same run. The
+      sweep finishes with one run, every step recorded once, and the first validation's
+      checkpoint written once (a retry from scratch would write it again).
+    """
     (tmp_path / "space.yaml").write_text(ONE_ARM.format(steps=80, every=20))
+    one = _sweep(tmp_path, "one")
+    assert one.returncode == 0, one.stdout[-2000:] + one.stderr[-3000:]
     killed: list[int] = []
     killer = threading.Thread(
         target=_kill_a_worker_once_checkpointed, args=(tmp_path / "ray", killed)
@@ -175,13 +154,28 @@ def test_a_killed_worker_retries_the_sweep_trial_from_its_checkpoint(tmp_path: P
     killer.join()
     assert killed, "no worker was found to kill"
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
-    run, client = _trial(tmp_path, "kill")
-    assert run.info.status == "FINISHED" and run.data.metrics[Metric.FINAL_STEPS] == 80
-    assert sorted(_history(client, run.info.run_id, "val/loss")) == list(range(19, 80, 20))
-    assert sorted(_history(client, run.info.run_id, "train/loss")) == list(range(80))
+    assert "sweep kill: 1 finished" in proc.stdout
+
+    (single, client), (run, _) = _trial(tmp_path, "one"), _trial(tmp_path, "kill")
+    assert run.info.status == "FINISHED" and run.data.tags[Tag.STATUS] == "finished"
+    assert run.data.metrics[Metric.FINAL_STEPS] == 80
+    assert run.data.params == single.data.params
+    val, train = (_history(client, run.info.run_id, k) for k in ("val/loss", "train/loss"))
+    assert sorted(val) == list(range(19, 80, 20)) and sorted(train) == list(range(80))
+    for key, steps in (("train/loss", range(20)), ("val/loss", [19])):
+        a, b = (_history(client, r.info.run_id, key) for r in (single, run))
+        for step in steps:
+            assert b[step] == pytest.approx(a[step], rel=RTOL), (key, step)
+    profiles = [a.path for a in client.list_artifacts(run.info.run_id, PROFILE_FOLDER)]
+    expected = [a.path for a in client.list_artifacts(single.info.run_id, PROFILE_FOLDER)]
+    assert profiles == expected and profiles
+    # two workers of one thread each held their cores for the whole (last) attempt
+    final = run.data.metrics
+    hours = final[Metric.FINAL_TRIAL_S] * WORKERS / 3600
+    assert final[Metric.FINAL_DEVICE_HOURS] == pytest.approx(hours, rel=1e-6)
     marks = [
         json.loads(m.read_text())["step"]
-        for m in (tmp_path / "ray").glob(f"*/tune-*/*-train/checkpoint_*/{MARK_NAME}")
+        for m in (tmp_path / "ray").glob(f"kill/tune-*/*-train/checkpoint_*/{MARK_NAME}")
     ]
     # the sweep, settled, keeps its trial's newest checkpoint only; the attempts' storage
     # folders (one per attempt's trial id) are what remain of the others

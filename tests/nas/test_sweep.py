@@ -271,7 +271,8 @@ def test_terminated_sweep_resumes_from_checkpoints_without_duplicates(tmp_path: 
     checkpoint, and the record holds exactly one run per trial, all finished."""
     space = tmp_path / "space.yaml"
     space.write_text(INTERRUPTIBLE)
-    env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"}
+    # the session's shared cluster: a terminated driver ends its own job's trials, not Ray
+    env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true", **shared_env()}
     cmd = [
         sys.executable,
         "-m",
