@@ -3,8 +3,16 @@ next run starts, only those, only when old and unused."""
 
 from __future__ import annotations
 
+import json
+import os
 import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -47,3 +55,44 @@ def test_leftover_test_databases_are_dropped_when_old_and_unused() -> None:
             admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
             admin.execute(f"DROP DATABASE IF EXISTS {other} WITH (FORCE)")
             admin.execute(f"DROP ROLE IF EXISTS {role}")
+
+
+INNER = """
+import json, os, time
+
+def test_holds_a_server(pg_server, postgres_db):
+    info = {"url": pg_server.url, "pid": pg_server.proc.pid, "db": postgres_db.url.rsplit("/", 1)[1]}
+    (__import__("pathlib").Path(os.environ["NAS_HYGIENE_OUT"])).write_text(json.dumps(info))
+    time.sleep(300)
+"""
+
+
+def test_a_test_run_ended_by_sigterm_stops_its_server_and_drops_its_database(
+    tmp_path: Path,
+) -> None:
+    """``timeout 600 pytest`` sends SIGTERM: the run tears down as on Ctrl-C. A test holding
+    an MLflow server on a database of its own is ended that way; afterwards the server's
+    process is gone, its port is free and its database is dropped."""
+    root = Path(__file__).resolve().parents[1]
+    (tmp_path / "test_inner.py").write_text(INNER)
+    out = tmp_path / "held.json"
+    env = {**os.environ, "NAS_HYGIENE_OUT": str(out)}
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "tests.conftest",
+           "--rootdir", str(tmp_path), "-o", "addopts=", str(tmp_path / "test_inner.py")]  # fmt: skip
+    proc = subprocess.Popen(
+        cmd, cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
+    deadline = time.monotonic() + 180
+    while not out.exists():
+        assert proc.poll() is None, proc.stdout.read().decode()[-3000:] if proc.stdout else ""
+        assert time.monotonic() < deadline, "the inner test never held its server"
+        time.sleep(0.2)
+    held = json.loads(out.read_text())
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=120)
+    assert not Path(f"/proc/{held['pid']}").exists(), "the server outlived the run"
+    host, port = held["url"].removeprefix("http://").split(":")
+    with socket.socket() as s:
+        assert s.connect_ex((host, int(port))) != 0, "the server's port still answers"
+    with psycopg.connect(SERVER, autocommit=True, connect_timeout=5) as admin:
+        assert not _exists(admin, held["db"]), "the run's database was left behind"
