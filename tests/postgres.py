@@ -64,7 +64,7 @@ def postgres_db() -> Iterator[Database]:
 _LEFTOVERS = r"""
 SELECT d.datname, r.rolname, (pg_stat_file('base/' || d.oid || '/PG_VERSION')).modification
 FROM pg_database d JOIN pg_roles r ON r.oid = d.datdba
-WHERE d.datname LIKE 'nas\_test\_%'
+WHERE d.datname LIKE %s
 """
 
 
@@ -73,13 +73,13 @@ WHERE d.datname LIKE 'nas\_test\_%'
 LEFTOVER_AGE = timedelta(minutes=15)
 
 
-def drop_leftovers(started: datetime) -> list[str]:
+def drop_leftovers(started: datetime, like: str = r"nas\_test\_%") -> list[str]:
     """Drop the ``nas_test_*`` databases (and their ``nas_role_*`` owners) made more than
     ``LEFTOVER_AGE`` before ``started`` that nobody is connected to: what an earlier test run
     killed before its teardown left behind. Only those: a test run going on beside this one
     keeps its databases (one whose server is down for an outage test has no connection for a
     while; its age protects it). Returns the names dropped; a server that does not answer
-    drops nothing."""
+    drops nothing. ``like``: the names considered (a test of this narrows it to its own)."""
     try:
         admin = _admin()
     except psycopg.Error:
@@ -87,7 +87,7 @@ def drop_leftovers(started: datetime) -> list[str]:
     dropped = []
     with admin:
         try:
-            rows = admin.execute(_LEFTOVERS).fetchall()
+            rows = admin.execute(_LEFTOVERS, (like,)).fetchall()
         except psycopg.Error:  # not a superuser: the ages cannot be read
             return []
         for name, owner, made in rows:

@@ -3,6 +3,7 @@ next run starts, only those, only when old and unused."""
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import secrets
@@ -28,13 +29,16 @@ def _exists(admin: psycopg.Connection, name: str) -> bool:
 def test_leftover_test_databases_are_dropped_when_old_and_unused() -> None:
     """A ``nas_test_*`` database is dropped (with its ``nas_role_*`` owner) only once it is
     older than ``LEFTOVER_AGE`` at the run's start and nobody is connected; another name is
-    never touched. The run's start is moved instead of the database's age."""
+    never touched. The run's start is moved instead of the database's age, so the call looks
+    at this test's names only (``like``): moved, it would take a test run going on beside this
+    one for an old one (seen: it dropped the fault test's database during its outage)."""
     try:
         admin = psycopg.connect(SERVER, autocommit=True, connect_timeout=5)
     except psycopg.Error as err:
         pytest.skip(f"no PostgreSQL: {err}")
     tag = secrets.token_hex(4)
-    role, name, other = f"nas_role_{tag}", f"nas_test_{tag}", f"keep_{tag}"
+    role, name, other = f"nas_role_{tag}", f"nas_test_{tag}", f"nas_keep_{tag}"
+    mine = rf"nas\_test\_{tag}"  # this test's database, no other run's
     with admin:
         admin.execute(f"CREATE ROLE {role} LOGIN")
         admin.execute(f"CREATE DATABASE {name} OWNER {role}")
@@ -42,10 +46,16 @@ def test_leftover_test_databases_are_dropped_when_old_and_unused() -> None:
         try:
             now = datetime.now(timezone.utc)
             later = now + LEFTOVER_AGE + timedelta(minutes=1)
-            assert name not in drop_leftovers(now)  # too young: a run beside this one's
+            assert name not in drop_leftovers(now, mine)  # too young: a run beside this one's
             with psycopg.connect(SERVER.rsplit("/", 1)[0] + f"/{name}"):
-                assert name not in drop_leftovers(later)  # in use
-            assert name in drop_leftovers(later)
+                assert name not in drop_leftovers(later, mine)  # in use
+            assert drop_leftovers(later, mine) == [name]
+            default = inspect.signature(drop_leftovers).parameters["like"].default
+            matches = "SELECT %s LIKE %s, %s LIKE %s"
+            assert admin.execute(matches, (name, default, other, default)).fetchone() == (
+                True,
+                False,
+            )  # the run's own pattern takes nas_test_* only
             assert not _exists(admin, name) and _exists(admin, other)
             assert (
                 admin.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (role,)).fetchone()
