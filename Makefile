@@ -12,12 +12,11 @@ STAMP  := $(VENV)/.installed
 
 .PHONY: setup demo test test-fast test-slow lint format bench bench-scale results browser clean
 
-# pytest-xdist processes for the suite, handed tests one by one (--dist load): measured faster
-# than keeping each module on one worker (--dist loadfile: 10:59 against 8:47), whose heavy
-# modules then end on one worker; a module fixture may be made once per worker.
+# pytest-xdist processes for the suite; each module's tests stay on one (--dist loadfile), so a
+# module's fixtures are made once.
 # Two on the project's 2-core machines, where the sweeps' waits leave a core idle otherwise.
 PYTEST_WORKERS ?= 2
-PYTEST := $(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist load
+PYTEST := $(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile
 
 setup: $(STAMP)
 
