@@ -142,16 +142,18 @@ class Outbox:
 
     def _check(self, now: float) -> None:
         if self.refused:
-            where = f"; unsent steps kept in {self.journal}" if self.journal else ""
             what = f"tracking store {self.what}: a write failed for good"
-            raise StoreRefusal(f"{what} ({self.refused}){where}")
+            raise StoreRefusal(f"{what} ({self.refused}){self._kept()}")
         if self.pending and now - max(self.pending[0][0], self.taken) > self.tolerance:
             raise TrackingOutage(self._outage(f"nothing sent for {self.tolerance:.0f} s"))
 
     def _outage(self, what: str) -> str:
         cause = f": {self.error}" if self.error else ""
-        where = f"; unsent steps kept in {self.journal}" if self.journal else ""
-        return f"tracking store {self.what} unreachable ({what}){cause}{where}"
+        return f"tracking store {self.what} unreachable ({what}){cause}{self._kept()}"
+
+    def _kept(self) -> str:
+        """Where the steps not sent are, for the line that ends the trial."""
+        return f"; unsent steps kept in {self.journal}" if self.journal else ""
 
     def _run(self) -> None:
         delay = 0.5
