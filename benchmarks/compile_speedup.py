@@ -32,6 +32,7 @@ from typing import Any
 import torch
 
 from benchmarks.common import cli, machine
+from record.errors import first_line
 from trainers.config import ModelConfig
 from trainers.model import DeepTransformer
 from trainers.module import lm_loss
@@ -125,8 +126,7 @@ def measure(cfg: ModelConfig, s: dict[str, Any]) -> dict[str, Any]:
                 e, c = time_steps(eager, s["steps"]), time_steps(compiled, s["steps"])
             pairs.append((e, c))
     except Exception as err:  # report the failure for this variant, measure the others
-        message = str(err).strip().splitlines()
-        row["error"] = f"{type(err).__name__}: {message[0][:300] if message else ''}"
+        row["error"] = f"{type(err).__name__}: {first_line(err)}"
         row["eager_ms"] = 1000 * time_steps(eager, s["rounds"] * s["steps"])
         return row
     row["eager_ms"] = 1000 * statistics.median(e for e, _ in pairs)

@@ -254,7 +254,7 @@ def profile_files(uri: str) -> int:
     """How many dilution profiles (JSON) one trial run holds as artifacts."""
     from mlflow.tracking import MlflowClient
 
-    from reports.schema import PROFILE_FOLDER
+    from record.schema import PROFILE_FOLDER
 
     client = MlflowClient(tracking_uri=uri)
     exp = client.get_experiment_by_name(SPACE)

@@ -14,7 +14,7 @@ import json
 import math
 
 from nas.spec import trial_label
-from reports.schema import EXPERIMENT_KIND, ExperimentTag, Metric, Tag
+from record.schema import EXPERIMENT_KIND, ExperimentTag, Metric, Tag
 
 VIEW_KEY = "nas-runs"
 

@@ -36,7 +36,7 @@ def add_diff_parser(sub: Any) -> None:
 
 
 def run_diff(args: argparse.Namespace) -> int:
-    from nas.tracking import resolve_tracking_uri
+    from record.uri import resolve_tracking_uri
     from reports.diff import diff_runs, render
 
     uri = resolve_tracking_uri(args.tracking_uri)
@@ -53,13 +53,13 @@ def run_diff(args: argparse.Namespace) -> int:
 def _trial(uri: str, text: str, flag: str) -> Any:
     """The trial run ``text`` names; ValueError (one line) for an unknown run, a run that is not
     a trial (a sweep's parent run), or a ``sweep:arm:seed`` that names no single live trial."""
+    from record.read import live_trial_id, load_run
+    from record.schema import ROLE_TRIAL, Tag
     from reports.diff import TrialRef, parse_ident
-    from reports.load import find_trial, load_run
-    from reports.schema import ROLE_TRIAL, Tag
 
     ident = parse_ident(text, flag)
     if isinstance(ident, TrialRef):
-        ident = find_trial(uri, ident.sweep, ident.arm, ident.seed)
+        ident = live_trial_id(uri, ident.sweep, ident.arm, ident.seed)
     run = load_run(uri, ident, flag)
     role = run.tags.get(Tag.ROLE)
     if role != ROLE_TRIAL:

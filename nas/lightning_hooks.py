@@ -16,7 +16,7 @@ from lightning.pytorch.utilities import rank_zero_only
 
 from nas.checkpoints import CKPT_NAME, write_mark
 from nas.tracking import TrialRun
-from reports.schema import PROFILE_FOLDER, Report, tune_key
+from record.schema import PROFILE_FOLDER, Report, tune_key
 
 
 class TrialLogger(Logger):

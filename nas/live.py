@@ -18,7 +18,7 @@ from ray import tune
 
 from nas.outcomes import ended_by_driver
 from nas.trial import DEFERRED, SweepContext
-from reports.schema import Report, Status
+from record.schema import Report, Status
 
 REDRAW_S, LOG_TABLE_S, MAX_ROWS = 1.0, 60.0, 20
 ENDED = (*(s.value for s in Status), DEFERRED)

@@ -32,10 +32,10 @@ from nas.store_errors import (
     StoreRefusal,
     TrackingOutage,
     Verdict,
-    first_line,
     judge,
     tolerance_s,
 )
+from record.errors import first_line
 
 __all__ = ["OUTAGE_ENV", "Outbox", "StoreRefusal", "TrackingOutage", "tolerance_s"]
 

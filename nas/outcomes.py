@@ -18,7 +18,8 @@ from ray.tune.stopper import Stopper
 
 from nas.tracking import set_outcome
 from nas.trial import SweepContext
-from reports.schema import Report, Status
+from record.errors import first_line
+from record.schema import Report, Status
 
 
 def past(deadline: float | None) -> bool:
@@ -46,10 +47,8 @@ class Outcomes(tune.Callback):
         set_outcome(self.ctx.record, key, status, step=step_, journal=self.ctx.journal(key))
 
     def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
-        from reports.load import first_line
-
         error = trial.get_error()
-        reason = first_line(error) if error is not None else "the trial's worker failed"
+        reason = first_line(error, limit=5000) if error is not None else "the trial's worker failed"
         key = self.ctx.key_for(trial.config)
         journal = self.ctx.journal(key)
         set_outcome(self.ctx.record, key, Status.FAILED, reason, keep_reason=True, journal=journal)

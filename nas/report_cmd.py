@@ -7,8 +7,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from record.redact import redact
 from reports.plans import PLAN_CHOICES
-from reports.redact import redact
 from reports.write import FORMATS
 
 DEFAULT_FORMATS = "html,md"
@@ -71,7 +71,7 @@ def _formats(text: str) -> list[str]:
 def sources(sweeps: list[str], uris: list[str] | None) -> list[tuple[str, str]]:
     """(sweep name, store URI) per sweep named: ``NAME@URI``, else the i-th ``--tracking-uri``
     when one is given per sweep, else the one given (or the default store)."""
-    from nas.tracking import resolve_tracking_uri
+    from record.uri import resolve_tracking_uri
 
     given = uris or []
     if len(given) > 1 and len(given) != len(sweeps):
@@ -91,8 +91,9 @@ def sources(sweeps: list[str], uris: list[str] | None) -> list[tuple[str, str]]:
 
 
 def run_report(args: argparse.Namespace) -> int:
-    from nas.tracking import resolve_tracking_uri
-    from reports.load import list_sweeps, load_sweep
+    from record.read import list_sweeps
+    from record.uri import resolve_tracking_uri
+    from reports.load import load_sweep
 
     formats = _formats(args.format)
     if not args.sweeps:
@@ -132,7 +133,7 @@ def _log(uri: str, data: Any, out: Path) -> None:
     """Attach the report to the latest invocation's parent run; a store that refuses it costs
     the copy in MLflow, not the report on disk."""
     from nas.tracking import log_report
-    from reports.load import first_line
+    from record.errors import first_line
 
     try:
         log_report(uri, str(data.parents["run_id"].iloc[-1]), out)

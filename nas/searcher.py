@@ -13,8 +13,8 @@ from typing import Any, Literal
 import optuna
 
 from nas.tracking import RecordedTrial
-from reports.redact import redact
-from reports.schema import FINAL_OF, Metric, Status
+from record.redact import redact
+from record.schema import FINAL_OF, Metric, Status
 from search_spaces.distributions import Choice, Distribution, Fixed, FloatRange, IntRange
 from search_spaces.space import Space
 
@@ -68,7 +68,7 @@ def objective_values(
     values = []
     for o in space.objectives:
         metric = FINAL_OF[o.metric]
-        if trial.status != Status.FINISHED and o.metric == "val/loss":
+        if trial.status != Status.FINISHED and o.metric == Metric.VAL_LOSS:
             metric = Metric.VAL_LOSS  # the latest validation of a trial that stopped early
         values.append(trial.metrics.get(metric, math.nan))
     return values if all(math.isfinite(v) for v in values) else None

@@ -36,6 +36,8 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from record.errors import first_line
+
 OUTAGE_ENV = "NAS_TRACKING_OUTAGE_S"
 DEFAULT_OUTAGE_S = 300.0
 FIRST_DELAY_S, MAX_DELAY_S = 0.25, 10.0
@@ -164,11 +166,6 @@ def judge(err: BaseException) -> Verdict:
         if isinstance(e, kinds):
             return _verdict(e)
     return Verdict.FOREIGN
-
-
-def first_line(err: BaseException) -> str:
-    text = str(err).strip()
-    return (text.splitlines() or [type(err).__name__])[0][:300]
 
 
 def store_error_line(err: BaseException) -> str | None:

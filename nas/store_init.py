@@ -23,7 +23,8 @@ import hashlib
 from collections.abc import Iterator
 from pathlib import Path
 
-from reports.stores import libpq_url
+from record.stores import libpq_url
+from record.uri import sqlite_file
 
 # The advisory lock's key: any fixed 64-bit number (PostgreSQL scopes advisory locks to the
 # database, so one key serves every store).
@@ -48,24 +49,13 @@ def prepare_store(uri: str) -> None:
 
 
 def _init_lock(uri: str) -> contextlib.AbstractContextManager[None]:
-    sqlite = _sqlite_path(uri)
+    sqlite = sqlite_file(uri)
     if sqlite is not None:
         return _file_lock(sqlite.with_name(f"{sqlite.name}.init-lock"))
     url = libpq_url(uri)
     if url is not None:
         return _advisory_lock(url)
     return contextlib.nullcontext()
-
-
-def _sqlite_path(uri: str) -> Path | None:
-    """The database file of a ``sqlite:///`` URI (relative to the working directory, as
-    SQLAlchemy reads it); None for other stores and in-memory SQLite."""
-    if not uri.startswith("sqlite:///"):
-        return None
-    path = uri.removeprefix("sqlite:///").partition("?")[0]
-    if not path or path == ":memory:":
-        return None
-    return Path(path).absolute()
 
 
 @contextlib.contextmanager

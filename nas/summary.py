@@ -13,8 +13,8 @@ from typing import Any
 
 from nas.spec import trial_label
 from nas.tracking import RecordedTrial
-from reports.redact import redact
-from reports.schema import FINAL_OF, Metric, Status
+from record.redact import redact
+from record.schema import FINAL_OF, Metric, Status
 from search_spaces.pareto import pareto_front
 
 NOT_STARTED = "not started"  # planned, with no run in the record yet

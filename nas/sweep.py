@@ -28,13 +28,13 @@ from nas.tracking import (
     SweepRecord,
     close_sweep,
     recorded_trials,
-    resolve_tracking_uri,
     store_failure,
 )
 from nas.trial import SweepContext
 from nas.tune_run import on_sigterm, start_ray, tuner
-from reports.redact import redact
-from reports.schema import SETTLED
+from record.redact import redact
+from record.schema import SETTLED
+from record.uri import resolve_tracking_uri
 
 __all__ = ["SweepOptions", "plan", "run_sweep"]
 

@@ -28,9 +28,10 @@ from nas.tracking import (
     supersede,
 )
 from nas.trial import SweepContext
-from reports.redact import redact
-from reports.schema import SKIPPED_FILE, SPACE_FILE, Tag
-from reports.stores import check_store
+from record.client import unopenable
+from record.redact import redact
+from record.schema import SKIPPED_FILE, SPACE_FILE, Tag
+from record.stores import check_store
 from trainers.config import flatten
 
 
@@ -77,13 +78,7 @@ def _stored(uri: str, p: Plan) -> StoredSweep | None:
     try:
         return find_sweep(uri, p.name, str(p.folder))
     except Exception as err:  # MLflow raises its own exception types, sqlalchemy's, OSError
-        raise ValueError(_store_error(uri, err)) from None
-
-
-def _store_error(uri: str, err: BaseException) -> str:
-    from reports.load import first_line
-
-    return redact(f"--tracking-uri {uri}: cannot open the MLflow store ({first_line(err)})")
+        raise ValueError(unopenable(uri, err)) from None
 
 
 def _open_record(uri: str, p: Plan) -> SweepRecord:
@@ -102,7 +97,7 @@ def _open_record(uri: str, p: Plan) -> SweepRecord:
             base=flatten(p.base),
         )
     except Exception as err:
-        raise ValueError(_store_error(uri, err)) from None
+        raise ValueError(unopenable(uri, err)) from None
 
 
 def _command() -> str:

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from nas.spec import TrialSpec, grid_specs
-from reports.redact import redact
-from reports.stores import check_store
+from record.redact import redact
+from record.stores import check_store
 from search_spaces import Space, get_space, grid_cells
 from search_spaces.space import Skipped, nest
 from trainers.budget import BUDGET_FIELDS, LENGTH_FIELDS, REFERENCE_STEPS, check_one_length

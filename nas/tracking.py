@@ -30,8 +30,10 @@ from nas.outbox import (
     unsent,
 )
 from nas.store_errors import RetryingClient, Verdict, judge, retrying, store_error_line
-from reports.redact import redact
-from reports.schema import (
+from record.client import mlflow_client
+from record.read import child, children, sweep_parents
+from record.redact import redact
+from record.schema import (
     PLANS_FOLDER,
     REPORT_FOLDER,
     ROLE_SWEEP,
@@ -41,26 +43,7 @@ from reports.schema import (
     Status,
     Tag,
 )
-
-
-def resolve_tracking_uri(cli: str | None = None) -> str:
-    """``--tracking-uri``, else ``MLFLOW_TRACKING_URI``, else MLflow's own default: a SQLite
-    file in the working directory, so ``mlflow ui`` there shows the runs."""
-    uri = cli or os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{Path.cwd() / 'mlflow.db'}"
-    return absolute_sqlite(uri)
-
-
-def absolute_sqlite(uri: str) -> str:
-    """A SQLite URI with a relative path (``sqlite:///mlflow.db``) made absolute from here:
-    trial workers run in folders of their own, where the relative path names another file
-    (their runs would go to a store of their own, or fail to find the sweep's experiment)."""
-    prefix = "sqlite:///"
-    if not uri.startswith(prefix) or uri.startswith(prefix + "/"):
-        return uri
-    path, sep, query = uri.removeprefix(prefix).partition("?")
-    if path == ":memory:":
-        return uri
-    return f"{prefix}{(Path.cwd() / path).resolve()}{sep}{query}"
+from record.uri import missing_sqlite
 
 
 def config_hash(params: Mapping[str, Any]) -> str:
@@ -88,17 +71,11 @@ def _connect_uri(uri: str) -> str:
 def _client(uri: str) -> RetryingClient:
     """A client on the store whose every call is repeated while ``nas.store_errors.judge``
     says the failure is passing (an outage, a conflicting concurrent write)."""
-    import logging
-
-    os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
-    logging.getLogger("mlflow.store.db.utils").setLevel(logging.WARNING)  # migration chatter
-    from mlflow.tracking import MlflowClient
-
     from nas.store_init import prepare_store
 
     real = _connect_uri(uri)
     retrying(lambda: prepare_store(real))  # created and migrated by one process at a time
-    return RetryingClient(MlflowClient(tracking_uri=real))
+    return RetryingClient(mlflow_client(real))
 
 
 def _find_or_create(find: Callable[[], Any], create: Callable[[], Any]) -> Any:
@@ -159,29 +136,14 @@ class StoredSweep:
     trials: dict[str, RecordedTrial]
 
 
-def _store_exists(uri: str) -> bool:
-    """Whether reading ``uri`` can find anything; a SQLite file that does not exist is not
-    created by looking (a refused command must leave nothing behind)."""
-    if uri.startswith("sqlite:///"):
-        path = Path(uri.removeprefix("sqlite:///"))
-        return (path if path.is_absolute() else Path.cwd() / path).is_file()
-    return True
-
-
-def _parents(client: Any, exp_id: str, key: str) -> list[Any]:
-    """The sweep's parent runs for this state location that --restart has not archived."""
-    runs = client.search_runs([exp_id], f"tags.`{Tag.SWEEP_KEY}` = '{key}'", max_results=100)
-    return [r for r in runs if r.data.tags.get(Tag.SUPERSEDED) != "true"]
-
-
 def find_sweep(uri: str, sweep: str, key: str) -> StoredSweep | None:
     """The stored sweep, read only; None when the store, the experiment or the parent run is
     not there yet."""
-    if not _store_exists(uri):
+    if missing_sqlite(uri):
         return None
     client = _client(uri)
     exp = client.get_experiment_by_name(sweep)
-    parents = _parents(client, exp.experiment_id, key) if exp else []
+    parents = sweep_parents(client, exp.experiment_id, key) if exp else []
     if not parents:
         return None
     parent = max(parents, key=lambda r: r.info.start_time)
@@ -202,7 +164,7 @@ def open_sweep(
     exp_id = _experiment_id(client, sweep)
     for name, value in experiment_tags().items():  # also on a sweep recorded before them
         client.set_experiment_tag(exp_id, name, value)
-    parents = _parents(client, exp_id, key)
+    parents = sweep_parents(client, exp_id, key)
     if parents:
         run_id = max(parents, key=lambda r: r.info.start_time).info.run_id
         client.update_run(run_id, status="RUNNING")
@@ -211,7 +173,7 @@ def open_sweep(
         return SweepRecord(uri, exp_id, run_id, sweep)
     all_tags = {Tag.SWEEP: sweep, Tag.SWEEP_KEY: key, Tag.ROLE: ROLE_SWEEP, **tags}
     run = _find_or_create(
-        lambda: next(iter(_parents(client.raw, exp_id, key)), None),
+        lambda: next(iter(sweep_parents(client.raw, exp_id, key)), None),
         lambda: client.raw.create_run(exp_id, tags=all_tags, run_name=sweep),
     )
     client.log_batch(run.info.run_id, params=[Param(k, str(v)) for k, v in base.items()])
@@ -276,7 +238,7 @@ def close_sweep(
     its journal under ``folder`` holds and the run lacks sent first) and then the parent run
     (left as it is when ``status`` is None)."""
     client = _client(record.uri)
-    for run in _children(client, record):
+    for run in children(client, record.experiment_id, record.parent_run_id):
         if run.info.status == "RUNNING":
             key = run.data.tags.get(Tag.TRIAL_KEY, "")
             if folder is not None and key:
@@ -290,20 +252,18 @@ def close_sweep(
         client.set_terminated(record.parent_run_id, status=status)
 
 
-def _children(client: Any, record: SweepRecord) -> list[Any]:
-    query = f"tags.`{Tag.PARENT}` = '{record.parent_run_id}'"
-    return list(client.search_runs([record.experiment_id], query, max_results=50_000))
-
-
 def recorded_trials(record: SweepRecord) -> dict[str, RecordedTrial]:
     """The sweep's child runs by trial key (one each: keys are found again, never duplicated)."""
-    trials = (_recorded(run) for run in _children(_client(record.uri), record))
+    trials = (
+        _recorded(run)
+        for run in children(_client(record.uri), record.experiment_id, record.parent_run_id)
+    )
     return {t.key: t for t in trials}
 
 
-def find_trial(record: SweepRecord, key: str) -> RecordedTrial | None:
+def recorded_trial(record: SweepRecord, key: str) -> RecordedTrial | None:
     """One trial's run, if the record has it."""
-    found = _find_trial(_client(record.uri), record, key)
+    found = child(_client(record.uri), record.experiment_id, record.parent_run_id, key)
     return None if found is None else _recorded(found)
 
 
@@ -337,7 +297,7 @@ def set_outcome(
     holds and the run lacks are sent. With ``keep_reason``, a reason the trial left itself (its
     exception) wins over ``reason``."""
     client = _client(record.uri)
-    found = _find_trial(client, record, key)
+    found = child(client, record.experiment_id, record.parent_run_id, key)
     if found is None:
         return
     if keep_reason and found.data.tags.get(Tag.REASON):
@@ -387,12 +347,6 @@ def _outcome_note(client: Any, run_id: str, status: Status) -> str:
     data = client.get_run(run_id).data
     loss = data.metrics.get(Metric.FINAL_VAL_LOSS, data.metrics.get(Metric.VAL_LOSS))
     return trial_note(data.tags.get(Tag.ARM, ""), data.tags.get(Tag.SEED, ""), status.value, loss)
-
-
-def _find_trial(client: Any, record: SweepRecord, key: str) -> Any:
-    query = f"tags.`{Tag.PARENT}` = '{record.parent_run_id}' and tags.`{Tag.TRIAL_KEY}` = '{key}'"
-    found = client.search_runs([record.experiment_id], query, max_results=1)
-    return found[0] if found else None
 
 
 def _steps(client: Any, run_id: str, keys: Iterable[str]) -> set[tuple[str, int]]:
@@ -449,7 +403,7 @@ class TrialRun:
         self.client = _client(record.uri)
         arm, seed = tags.get(Tag.ARM, trial_key), tags.get(Tag.SEED, "")
         note = trial_note(arm, seed, "running")
-        found = _find_trial(self.client, record, trial_key)
+        found = child(self.client, record.experiment_id, record.parent_run_id, trial_key)
         if found is not None:
             self.run_id = found.info.run_id
             self.client.update_run(self.run_id, status="RUNNING")
@@ -471,7 +425,7 @@ class TrialRun:
             }
             raw = self.client.raw
             run = _find_or_create(
-                lambda: _find_trial(raw, record, trial_key),
+                lambda: child(raw, record.experiment_id, record.parent_run_id, trial_key),
                 lambda: raw.create_run(
                     record.experiment_id, tags=all_tags, run_name=run_name(arm, seed)
                 ),

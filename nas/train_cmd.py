@@ -73,9 +73,9 @@ def _quiet_lightning() -> None:
 
 def _recorded_overrides(run_id: str, tracking_uri: str | None) -> list[str]:
     """A recorded trial's params as --set pairs; warns when the code version differs."""
-    from nas.tracking import resolve_tracking_uri
-    from reports.load import load_run
-    from reports.schema import Tag
+    from record.read import load_run
+    from record.schema import Tag
+    from record.uri import resolve_tracking_uri
     from trainers.config_io import field_help
 
     run = load_run(resolve_tracking_uri(tracking_uri), run_id)

@@ -20,8 +20,9 @@ from nas.checkpoints import CKPT_NAME, latest_checkpoints
 from nas.data_parallel import TrialLink, Workers, check_split
 from nas.outbox import TrackingOutage, journal_path
 from nas.spec import TrialSpec, proposal_identity, search_spec
-from nas.tracking import SweepRecord, TrialRun, find_trial
-from reports.schema import GRID_PARAM, SETTLED, Metric, Report, Status, Tag
+from nas.tracking import SweepRecord, TrialRun, recorded_trial
+from record.errors import first_line
+from record.schema import GRID_PARAM, SETTLED, Metric, Report, Status, Tag
 from search_spaces.space import Space
 from trainers.config import RunConfig
 
@@ -103,9 +104,7 @@ def run_trial(config: dict[str, Any], ctx: SweepContext) -> None:
     except Exception as err:
         # The driver decides the status (Tune may retry): the trial only leaves the reason.
         # Not for BaseException: Tune stops a trial (ASHA) by ending its thread with one.
-        from reports.load import first_line
-
-        run.client.set_tag(run.run_id, Tag.REASON, first_line(err)[:5000])
+        run.client.set_tag(run.run_id, Tag.REASON, first_line(err, limit=5000))
         raise
     _finish(run, spec, result, ctx, time.perf_counter() - start)
 
@@ -118,7 +117,7 @@ def _settled(ctx: SweepContext, key: str) -> bool:
 
     from nas.searcher import objective_values
 
-    recorded = find_trial(ctx.record, key)
+    recorded = recorded_trial(ctx.record, key)
     if recorded is None or recorded.status not in SETTLED:
         return False
     values = objective_values(recorded, ctx.space, ctx.worst) if ctx.worst else None

@@ -15,10 +15,11 @@ from nas.data_parallel import Workers
 from nas.outbox import OUTAGE_ENV
 from nas.spec import TrialSpec
 from nas.sweep_plan import Plan, SweepOptions, budgeted
-from nas.tracking import SECRET_URI_ENV, RecordedTrial, resolve_tracking_uri
+from nas.tracking import SECRET_URI_ENV, RecordedTrial
 from nas.trial import SweepContext, run_trial
-from reports.redact import redact
-from reports.schema import GRID_PARAM
+from record.redact import redact
+from record.schema import GRID_PARAM
+from record.uri import resolve_tracking_uri
 
 DRIVER_MEMORY = 2**20  # bytes: a data-parallel trial's own reservation, a token (see tuner)
 

@@ -38,9 +38,9 @@ def ui_command(uri: str, host: str, port: int) -> list[str]:
 
 
 def run_ui(args: argparse.Namespace) -> int:
-    from nas.tracking import resolve_tracking_uri
-    from reports.redact import redact
-    from reports.stores import check_store
+    from record.redact import redact
+    from record.stores import check_store
+    from record.uri import resolve_tracking_uri
 
     if not 0 < args.port < 65536:
         raise ValueError(f"--port {args.port}: expected 1 to 65535")
@@ -75,7 +75,7 @@ def run_ui(args: argparse.Namespace) -> int:
 def sweep_lines(uri: str, base: str) -> list[str]:
     """One line per sweep in the store: its name and its runs table's URL."""
     from nas.dashboard import runs_url
-    from reports.load import sweep_experiments
+    from record.read import sweep_experiments
 
     return [
         f"  {name}: {runs_url(base, exp_id, tags)}" for name, exp_id, tags in sweep_experiments(uri)

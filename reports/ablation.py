@@ -10,9 +10,9 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from record.schema import BEST_VAL_LOSS, Metric, Status
 from reports.outcomes import comparable, configured, counts, diverged, with_outcome
 from reports.published import attnres_switches
-from reports.schema import BEST_VAL_LOSS, Metric, Status
 from reports.stats import Comparison, Interval, adjust, compare, mean_ci, verdict
 
 # The wiring: what makes a residual design. Everything else that varies (depth, width, lr...)

@@ -13,8 +13,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from reports.load import RecordedRun
-from reports.schema import FINAL_METRICS, Metric, Tag
+from record.read import RecordedRun
+from record.schema import FINAL_METRICS, Metric, Tag
 
 RUN_ID = re.compile(r"[0-9a-f]{32}")
 FINAL_PREFIX = "final/"

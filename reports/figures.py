@@ -13,9 +13,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from record.schema import Metric
 from reports.ablation import DEPTH_KEY, wiring_label, with_arms
 from reports.outcomes import comparable, diverged, with_outcome
-from reports.schema import Metric
 from reports.stats import mean_ci
 
 MAX_LINES = 10  # beyond this a line plot is unreadable; the tables carry the rest

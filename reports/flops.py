@@ -12,7 +12,7 @@ import math
 
 import pandas as pd
 
-from reports.schema import Metric
+from record.schema import Metric
 
 
 def recorded_flops(row: pd.Series) -> float | None:

@@ -1,11 +1,9 @@
-"""The only module that reads MLflow: a sweep's runs as data frames (everything after this is a
-pure function over them), the sweeps a store holds, and single runs for ``nas train
---from-run``."""
+"""A sweep's record as data frames: everything the report does after this is a pure function
+over them. The runs are found through ``record.read``, the primitives the writer uses too."""
 
 from __future__ import annotations
 
 import json
-import os
 import tempfile
 from collections import defaultdict
 from collections.abc import Callable, Iterable
@@ -17,22 +15,19 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from reports.plans import PlanChoice
-from reports.redact import redact
-from reports.schema import (
+from record.read import RecordedRun, live_sweep, run_seed
+from record.schema import (
     BEST_VAL_LOSS,
     LEGACY_INFEASIBLE,
     PLANS_FOLDER,
     PROFILE_FOLDER,
-    ROLE_SWEEP,
-    ROLE_TRIAL,
     SKIPPED_FILE,
     SPACE_FILE,
     Metric,
     Status,
     Tag,
 )
-from reports.stores import check_store
+from reports.plans import PlanChoice
 
 CURVE_METRICS = (Metric.VAL_LOSS, Metric.VAL_BPB)
 # Reading a sweep of hundreds of trials: run ids per bulk metric query (SQLite builds before
@@ -57,18 +52,6 @@ LEGACY_STATUS = {
     "RUNNING": Status.KILLED,  # the driver exited without closing it: interrupted
     "SCHEDULED": Status.KILLED,
 }
-
-
-@dataclass(frozen=True)
-class RecordedRun:
-    """One run as recorded: params (strings, as MLflow keeps them), tags, latest metrics, and
-    where its artifacts are (its dilution profiles, for a trial)."""
-
-    run_id: str
-    params: dict[str, str]
-    tags: dict[str, str]
-    metrics: dict[str, float]
-    artifact_uri: str = ""
 
 
 @dataclass(frozen=True)
@@ -131,145 +114,10 @@ TRIAL_COLUMNS = (
 )
 
 
-def _client(uri: str) -> Any:
-    import logging
-
-    os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
-    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # one bar per file
-    logging.getLogger("mlflow.store.db.utils").setLevel(logging.WARNING)
-    from mlflow.tracking import MlflowClient
-
-    return MlflowClient(tracking_uri=uri)
-
-
-def first_line(err: BaseException) -> str:
-    """An exception as one line (a usage error or a warning must not be a traceback)."""
-    text = str(err).strip()
-    return text.splitlines()[0] if text else type(err).__name__
-
-
-def load_run(uri: str, run_id: str, flag: str = "--from-run") -> RecordedRun:
-    """One run's params, tags and latest metrics; ValueError (one line, naming ``flag``) when
-    the store cannot be opened or holds no such run."""
-    from mlflow.exceptions import MlflowException
-
-    try:
-        run = _open(uri).get_run(run_id)
-    except MlflowException as err:
-        message = f"{flag} {run_id}: no such run in {uri} ({first_line(err)})"
-        raise ValueError(redact(message)) from None
-    data = run.data
-    return RecordedRun(
-        run_id, dict(data.params), dict(data.tags), dict(data.metrics), run.info.artifact_uri
-    )
-
-
-def find_trial(uri: str, sweep: str, arm: str, seed: int) -> str:
-    """The run id of the live trial of ``sweep`` (an experiment name) with that arm and seed;
-    a trial of a parent ``--restart`` archived is not live. ValueError, one line saying what
-    the store holds instead, when there is none or more than one (a record written by hand or
-    an older version may repeat an arm's seed)."""
-    _, _, _, trials = _live_sweep(uri, sweep)
-    arms = sorted({str(r.data.tags.get(Tag.ARM)) for r in trials})
-    if arm not in arms:
-        raise ValueError(f"sweep {sweep!r} has no arm {arm!r}; arms: {', '.join(arms) or 'none'}")
-    of_arm = [r for r in trials if r.data.tags.get(Tag.ARM) == arm]
-    found = [r.info.run_id for r in of_arm if _seed(r) == seed]
-    if not found:
-        seeds = sorted({s for r in of_arm if (s := _seed(r)) is not None})
-        raise ValueError(
-            f"sweep {sweep!r}, arm {arm!r} has no seed {seed}; seeds: {', '.join(map(str, seeds))}"
-        )
-    if len(found) > 1:
-        raise ValueError(
-            f"sweep {sweep!r}, arm {arm!r}, seed {seed} holds {len(found)} live trials; "
-            f"name one by run id: {', '.join(sorted(found))}"
-        )
-    return found[0]
-
-
-def _live_sweep(uri: str, name: str) -> tuple[Any, list[Any], list[Any], list[Any]]:
-    """(client, every parent run, the live parents, the live trials) of sweep ``name``;
-    ValueError, one line naming the sweeps the store holds, when there is no such sweep."""
-    client = _open(uri)
-    exp = client.get_experiment_by_name(name)
-    every = _sweep_runs(client, exp.experiment_id, ROLE_SWEEP) if exp else []
-    if not every:
-        known = ", ".join(n for n, _ in list_sweeps(uri)) or "none"
-        raise ValueError(redact(f"no sweep named {name!r} in {uri}; sweeps there: {known}"))
-    parents, trials = _live(every, _sweep_runs(client, exp.experiment_id, ROLE_TRIAL))
-    return client, every, parents, trials
-
-
-def _sweep_runs(client: Any, experiment_id: str, role: str) -> list[Any]:
-    query = f"tags.`{Tag.ROLE}` = '{role}'"
-    return list(client.search_runs([experiment_id], query, max_results=50_000))
-
-
-def _live(parents: list[Any], trials: list[Any]) -> tuple[list[Any], list[Any]]:
-    """The parents ``--restart`` did not archive, and the trials that are not theirs."""
-    archived = {r.info.run_id for r in parents if r.data.tags.get(Tag.SUPERSEDED) == "true"}
-    return (
-        [r for r in parents if r.info.run_id not in archived],
-        [r for r in trials if r.data.tags.get(Tag.PARENT) not in archived],
-    )
-
-
-def list_sweeps(uri: str) -> list[tuple[str, int]]:
-    """(sweep name, number of trial runs) for every experiment holding a ``nas sweep``; the
-    trials of parents archived by ``--restart`` are not counted."""
-    client = _open(uri)
-    found = []
-    for exp in client.search_experiments():
-        parents = _sweep_runs(client, exp.experiment_id, ROLE_SWEEP)
-        if parents:
-            _, trials = _live(parents, _sweep_runs(client, exp.experiment_id, ROLE_TRIAL))
-            found.append((exp.name, len(trials)))
-    return sorted(found)
-
-
-def sweep_experiments(uri: str) -> list[tuple[str, str, dict[str, str]]]:
-    """(name, experiment id, experiment tags) of every experiment holding a ``nas sweep``, by
-    name; none where the store is a SQLite file not created yet."""
-    if _missing_sqlite(uri):
-        return []
-    client = _open(uri)
-    found = [
-        (exp.name, exp.experiment_id, dict(exp.tags))
-        for exp in client.search_experiments()
-        if _sweep_runs(client, exp.experiment_id, ROLE_SWEEP)
-    ]
-    return sorted(found)
-
-
-def _missing_sqlite(uri: str) -> bool:
-    """Whether ``uri`` is a SQLite file that does not exist (relative paths from here)."""
-    if not uri.startswith("sqlite:///"):
-        return False
-    path = Path(uri.removeprefix("sqlite:///"))
-    return not (path if path.is_absolute() else Path.cwd() / path).is_file()
-
-
-def _open(uri: str) -> Any:
-    """A client whose store answers; ValueError (one line) when it cannot be opened. A SQLite
-    file that does not exist is refused rather than created: reading must not write."""
-    if _missing_sqlite(uri):
-        raise ValueError(f"--tracking-uri {uri}: no MLflow store there (no such file)")
-    check_store(uri)
-    client = _client(uri)
-    try:
-        client.search_experiments(max_results=1)
-    except Exception as err:  # sqlalchemy, OSError, MLflow's own: all mean "cannot open"
-        raise ValueError(
-            redact(f"--tracking-uri {uri}: cannot open the MLflow store ({first_line(err)})")
-        ) from None
-    return client
-
-
 def load_sweep(uri: str, name: str) -> SweepData:
     """The sweep ``name`` from the store at ``uri``. ValueError (one line) when there is no such
     sweep, or when its runs lack tags that every run of a sweep carries."""
-    client, every, parents, trials = _live_sweep(uri, name)
+    client, every, parents, trials = live_sweep(uri, name)
     if not parents:
         raise ValueError(f"sweep {name!r}: every parent run was archived by --restart")
     _check_tags(name, parents, PARENT_TAGS, "parent")
@@ -403,12 +251,6 @@ def _number(text: str) -> Any:
     return {"True": True, "False": False}.get(text, text)
 
 
-def _seed(run: Any) -> int | None:
-    """A new record's seed tag; an old record's seed tag or ``train.seed`` param, where any."""
-    text = run.data.tags.get(Tag.SEED, run.data.params.get("train.seed"))
-    return None if text is None else int(text)
-
-
 def _reason(tags: dict[str, str], status: Status) -> str | None:
     if Tag.STATUS in tags:
         return tags.get(Tag.REASON)
@@ -430,7 +272,7 @@ def _trial_row(run: Any) -> dict[str, Any]:
         "run_status": run.info.status,
         "key": tags[Tag.TRIAL_KEY],
         "arm": tags[Tag.ARM],
-        "seed": _seed(run),
+        "seed": run_seed(run),
         # Where the trial ran and with what: not recorded on every trial (an infeasible one
         # never reached a node), so missing, never an empty string, where absent.
         "node": tags.get(Tag.NODE),

@@ -22,10 +22,10 @@ from collections.abc import Sequence
 
 import pandas as pd
 
+from record.redact import redact
+from record.schema import SETTLED
 from reports.ablation import PARAM_PREFIXES, SEED_KEY, WIRING_KEYS
 from reports.load import SweepData
-from reports.redact import redact
-from reports.schema import SETTLED
 
 SWEEP_COLUMN = "sweep"  # on merged trials and parents: the sweep(s) a row came from
 SOURCES_SEP = ", "  # between the sweeps that hold one trial

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from reports.schema import COMPARABLE, SETTLED, Metric, Status
+from record.schema import COMPARABLE, SETTLED, Metric, Status
 
 # Statuses that are a result about the configuration: it trained and the outcome stands. An
 # infeasible trial never trained; a failed one (a crash, perhaps the machine's) is retried and

@@ -15,11 +15,11 @@ from collections.abc import Callable
 
 import pandas as pd
 
+from record.schema import BEST_VAL_LOSS, Metric, Status
 from reports.ablation import PARAM_PREFIXES, ArmRow, arm_rows, with_arms
 from reports.load import TRIAL_COLUMNS, SweepData
 from reports.merge import SWEEP_COLUMN
 from reports.outcomes import comparable, configured
-from reports.schema import BEST_VAL_LOSS, Metric, Status
 from reports.sections.cost import ArmCost, arm_costs
 from reports.stats import Interval
 

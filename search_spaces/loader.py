@@ -25,7 +25,7 @@ from typing import Any, get_args
 
 from search_spaces.builtin import BUILTIN
 from search_spaces.space import Kind, Objective, Sampler, Space, parse_params
-from trainers.config_io import check_key
+from trainers.config_io import check_key, read_yaml
 
 KEYS = (
     "name",
@@ -54,14 +54,10 @@ def get_space(name_or_path: str) -> Space:
 
 
 def load_space(path: Path) -> Space:
-    import yaml
-
-    if not path.is_file():
-        raise ValueError(f"{path}: no such file")
     try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as err:
-        raise ValueError(f"{path}: not valid YAML ({str(err).splitlines()[0]})") from None
+        data = read_yaml(path)
+    except ValueError as err:
+        raise ValueError(f"{path}: {err}") from None
     try:
         return space_from_data(data, default_name=path.stem)
     except (ValueError, TypeError) as err:

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from record.schema import FINAL_OF, Metric
 from search_spaces.distributions import Distribution, from_data
 from trainers.budget import resolve_budget
 from trainers.config import RunConfig
@@ -25,12 +26,12 @@ Sampler = Literal["tpe", "random"]
 
 
 # What a search can optimize: the metrics every trial reports to Tune at each validation.
-OBJECTIVE_METRICS = ("val/loss", "val/bpb", "params")
+OBJECTIVE_METRICS = tuple(FINAL_OF)  # what a search may optimize: a final value each
 
 
 @dataclass(frozen=True)
 class Objective:
-    metric: str = "val/loss"
+    metric: str = Metric.VAL_LOSS
     mode: Literal["min", "max"] = "min"
 
     def __post_init__(self) -> None:

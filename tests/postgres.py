@@ -17,7 +17,7 @@ import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict
 
-from reports.redact import redact
+from record.redact import redact
 
 SERVER = os.environ.get("NAS_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/postgres")
 

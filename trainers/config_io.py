@@ -110,17 +110,23 @@ def parse_overrides(pairs: Iterable[str]) -> dict[str, dict[str, Any]]:
     return nested
 
 
-def load_yaml(path: str | Path) -> dict[str, Any]:
-    """Read a config file with ``yaml.safe_load``."""
+def read_yaml(path: str | Path) -> Any:
+    """A YAML file's data, read with ``yaml.safe_load`` (no tags that build objects); ValueError,
+    one line without the file's name, when there is no such file or it is not YAML."""
     import yaml
 
     p = Path(path)
     if not p.is_file():
         raise ValueError("no such file")
     try:
-        data = yaml.safe_load(p.read_text())
+        return yaml.safe_load(p.read_text())
     except yaml.YAMLError as err:
         raise ValueError(f"not valid YAML ({str(err).splitlines()[0]})") from None
+
+
+def load_yaml(path: str | Path) -> dict[str, Any]:
+    """Read a config file: a mapping of sections."""
+    data = read_yaml(path)
     if data is None:
         return {}
     if not isinstance(data, dict):

@@ -10,6 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from record.schema import Metric
 from trainers.config import RunConfig, TrainConfig, flatten
 from trainers.model import DeepTransformer
 
@@ -71,16 +72,16 @@ class LanguageModelModule(L.LightningModule):
         loss = lm_loss(self.model(x), y)
         # sync_dist: data-parallel ranks log (and judge divergence by) the mean over the global
         # batch, not their own share; on one device it is the value itself
-        self.log("train/loss", loss, prog_bar=True, sync_dist=True)
+        self.log(Metric.TRAIN_LOSS, loss, prog_bar=True, sync_dist=True)
         return loss
 
     def validation_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> None:
         x, y = batch
         loss = lm_loss(self.model(x), y)
-        self.log("val/loss", loss, prog_bar=True, batch_size=len(x), sync_dist=True)
+        self.log(Metric.VAL_LOSS, loss, prog_bar=True, batch_size=len(x), sync_dist=True)
         if self.bytes_per_token:
             bpb = bits_per_byte(loss, self.bytes_per_token)
-            self.log("val/bpb", bpb, batch_size=len(x), sync_dist=True)
+            self.log(Metric.VAL_BPB, bpb, batch_size=len(x), sync_dist=True)
 
     def configure_optimizers(self) -> Any:
         t = self.cfg.train

@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from record.schema import Metric
 from trainers.budget import resolve_budget
 from trainers.config import RunConfig, TrainConfig
 from trainers.data import DataSource
@@ -23,7 +24,6 @@ if TYPE_CHECKING:
 
 # How a run ended: trained to max_steps, or stopped early by trainers.divergence.
 RunStatus = Literal["finished", "diverged", "timed_out"]
-VAL_LOSS, VAL_BPB = "val/loss", "val/bpb"  # trainers.module logs them
 
 
 @dataclass(frozen=True)
@@ -139,7 +139,7 @@ def train(
     if t.compile:
         module.model.compile()  # nn.Module.compile: in place, so checkpoints keep their keys
     stops = _early_stops(t, time_limit_s)
-    last_val = LastFiniteValidation(VAL_LOSS)
+    last_val = LastFiniteValidation(Metric.VAL_LOSS)
     timer = StepTimer()
     meter = CostMeter(t.accelerator, resolve_precision(t), peak_flops)
     dilution = _dilution_callback(cfg, data, out_dir)
@@ -162,8 +162,8 @@ def train(
     timed = len(timer.durations)  # the steps this process trained (and timed)
     metrics = last_val.metrics if stop else _floats(trainer.callback_metrics)
     result = TrainResult(
-        val_loss=metrics.get(VAL_LOSS, math.nan),
-        val_bpb=metrics.get(VAL_BPB),
+        val_loss=metrics.get(Metric.VAL_LOSS, math.nan),
+        val_bpb=metrics.get(Metric.VAL_BPB),
         steps=trainer.global_step,
         params=num_params(module.model),
         wall_s=wall,

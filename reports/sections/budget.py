@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from record.schema import Metric
 from reports import figures
 from reports.ablation import DEPTH_KEY, wiring_label
 from reports.compute import MIN_DISTINCT_COMPUTE, Cells, frontier_advantage, frontier_points
@@ -17,7 +18,6 @@ from reports.document import Figure, Paragraph, Section, Table
 from reports.load import SweepData
 from reports.outcomes import comparable
 from reports.published import COMPUTE_MULTIPLIER
-from reports.schema import Metric
 from reports.stats import mean_ci
 
 BUDGET_KEY = "train.target_flops"

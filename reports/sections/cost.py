@@ -14,11 +14,11 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from record.schema import Metric
 from reports.ablation import ArmRow, with_arms
 from reports.document import Paragraph, Section, Table
 from reports.load import SweepData
 from reports.outcomes import comparable, configured
-from reports.schema import Metric
 from reports.sections.cells import fmt
 
 COLUMNS = (

@@ -7,6 +7,7 @@ from typing import Any
 
 import pandas as pd
 
+from record.schema import Metric
 from reports import figures
 from reports.ablation import RESIDUAL_KEY, ArmRow, with_arms
 from reports.document import Paragraph, Section, Table
@@ -19,7 +20,6 @@ from reports.published import (
     Published,
     published_for,
 )
-from reports.schema import Metric
 from reports.sections.cells import fmt, fmt_ci, fmt_diff, upper
 from reports.stats import Interval, mean_ci
 

@@ -8,12 +8,12 @@ from collections.abc import Callable
 
 import pandas as pd
 
+from record.schema import Status
 from reports.ablation import ArmRow, arm_rows, partitions, with_arms
 from reports.document import Paragraph, Section, Table
 from reports.load import SweepData
 from reports.merge import SOURCES_SEP, SWEEP_COLUMN, sweeps_holding
 from reports.outcomes import configured, describe
-from reports.schema import Status
 from reports.sections.cells import fmt, fmt_ci, fmt_diff
 from reports.stats import Interval
 

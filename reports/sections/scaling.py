@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from record.schema import Metric
 from reports import figures
 from reports.ablation import DEPTH_KEY, wiring_label
 from reports.compute import MIN_DISTINCT_COMPUTE, Trend, compute_advantage, scaling_trend
@@ -19,7 +20,6 @@ from reports.flops import recorded_flops, trial_flops
 from reports.load import SweepData
 from reports.outcomes import comparable, diverged, with_outcome
 from reports.published import COMPUTE_MULTIPLIER
-from reports.schema import Metric
 from reports.sections.cells import fmt
 
 LOSS = Metric.FINAL_VAL_LOSS

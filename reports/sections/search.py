@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from record.schema import FINAL_OF, Metric
 from reports import figures
 from reports.ablation import varied_axes, with_arms
 from reports.document import Figure, Paragraph, Section, Table
 from reports.importance import importance
 from reports.load import SweepData
 from reports.outcomes import comparable
-from reports.schema import FINAL_OF, Metric
 from reports.sections.cells import fmt
 
 

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from reports.schema import (
+from record.schema import (
     GRID_PARAM,
     PLANS_FOLDER,
     RUN_STATUS,
@@ -23,6 +23,7 @@ from reports.schema import (
     Tag,
     tune_key,
 )
+from tests.cli import run_nas
 from tests.nas.test_sweep import _runs, _sweep
 from tests.postgres import Database
 
@@ -127,6 +128,15 @@ def test_extend_by_seeds_and_arms_refuse_a_changed_plan_and_restart(tmp_path: Pa
     assert changed.returncode == 2 and "Traceback" not in changed.stderr
     assert len(changed.stderr.strip().splitlines()) == 1
     assert "train.lr: 0.003 -> 0.01" in changed.stderr and "--restart" in changed.stderr
+    # the same store through a URI with a driver option: the same sweep, the same refusal (a
+    # parser that took "mlflow.db?timeout=5" for the file name found no sweep and ran the
+    # changed plan into it)
+    with_query = ("--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}?timeout=5")
+    queried = _sweep(tmp_path, str(space), "--name", "camp", "--set", "train.lr=0.01", *with_query)
+    assert (queried.returncode, queried.stderr) == (2, changed.stderr)
+    report = run_nas(tmp_path, "report", "camp", *with_query, "--out", str(tmp_path / "report"))
+    assert report.returncode == 0, report.stderr[-3000:]
+    assert "standard" in (tmp_path / "report" / "report.md").read_text()
     space.write_text(EDITED)
     edited = _sweep(tmp_path, str(space), "--name", "camp", "--seeds", "0,1")
     assert edited.returncode == 2
@@ -153,7 +163,7 @@ def test_extend_by_seeds_and_arms_refuse_a_changed_plan_and_restart(tmp_path: Pa
 
 
 def _check_schema(tmp: Path, name: str, parents: list[Any], trials: list[Any]) -> None:
-    """What the sweep wrote is what reports.schema names: every nas tag, every metric apart
+    """What the sweep wrote is what record.schema names: every nas tag, every metric apart
     from the dilution summaries, and every key of every Tune report."""
     from ray.tune.result import AUTO_RESULT_KEYS
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from nas.dashboard import VIEW_KEY, runs_url
 from nas.tracking import TrialRun, open_sweep, set_outcome
-from reports.schema import EXPERIMENT_KIND, ExperimentTag, Metric, Status, Tag
+from record.schema import EXPERIMENT_KIND, ExperimentTag, Metric, Status, Tag
 
 
 def _client(uri: str) -> Any:

@@ -29,7 +29,7 @@ import pytest
 
 from nas.checkpoints import MARK_NAME
 from nas.data_parallel import check_split
-from reports.schema import PROFILE_FOLDER, ROLE_TRIAL, Metric, Tag
+from record.schema import PROFILE_FOLDER, ROLE_TRIAL, Metric, Tag
 from tests.ray_cluster import pids_naming, shared_env
 from trainers.config import RunConfig
 from trainers.config_io import from_dict

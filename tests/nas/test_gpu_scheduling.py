@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from reports.schema import Metric, Tag
+from record.schema import Metric, Tag
 from tests.ray_cluster import BIN, free_port, node_args, pids_naming, stop
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import psycopg
 
-from reports.schema import Tag
+from record.schema import Tag
 from tests.cli import run_nas
 from tests.nas.test_campaign import _check_record
 from tests.postgres import Database

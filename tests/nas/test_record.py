@@ -15,7 +15,7 @@ from nas.checkpoints import CKPT_NAME, latest_checkpoints, next_experiment, writ
 from nas.plan_check import conflicts, differences
 from nas.spec import grid_specs, search_spec, trial_key
 from nas.tracking import RecordedTrial, StoredSweep, SweepRecord
-from reports.schema import Status
+from record.schema import Status
 from search_spaces import BUILTIN, grid_cells
 from search_spaces.distributions import Choice, FloatRange
 from search_spaces.space import Objective, Space

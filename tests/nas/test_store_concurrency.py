@@ -33,7 +33,7 @@ import psycopg
 import pytest
 
 from nas.tracking import SweepRecord, TrialRun, _client, open_sweep
-from reports.schema import Metric, Status, Tag
+from record.schema import Metric, Status, Tag
 
 N_TRIALS = 8
 STEPS = 10

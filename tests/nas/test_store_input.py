@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from reports.stores import DATABASE_SCHEMES, OTHER_SCHEMES, check_store
+from record.stores import DATABASE_SCHEMES, OTHER_SCHEMES, check_store
 from tests.cli import run_nas
 from tests.postgres import Database
 

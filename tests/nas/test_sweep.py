@@ -33,9 +33,11 @@ trials: 3
 
 
 def _sweep(tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """``nas sweep ARGS`` on the session's shared Ray cluster, recorded in ``tmp``."""
+    """``nas sweep ARGS`` on the session's shared Ray cluster, recorded in ``tmp`` (unless
+    ARGS name a store)."""
     env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true", **shared_env()}
     storage = [] if "--storage-path" in args else ["--storage-path", str(tmp / "ray")]
+    store = [] if "--tracking-uri" in args else ["--tracking-uri", f"sqlite:///{tmp / 'mlflow.db'}"]
     return subprocess.run(
         [
             sys.executable,
@@ -43,8 +45,7 @@ def _sweep(tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
             "nas.cli",
             "sweep",
             *args,
-            "--tracking-uri",
-            f"sqlite:///{tmp / 'mlflow.db'}",
+            *store,
             *storage,
         ],
         cwd=tmp,

@@ -15,7 +15,7 @@ from typing import Any
 
 from nas.outbox import JOURNAL_FOLDER, OUTAGE_ENV
 from nas.tracking_server import TrackingServer
-from reports.schema import RUN_STATUS, Metric, Status, Tag
+from record.schema import RUN_STATUS, Metric, Status, Tag
 from tests.ray_cluster import shared_env
 
 # (max_steps, val_every). Long enough that both trials of the two-driver test are still training

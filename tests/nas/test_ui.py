@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from nas.dashboard import VIEW_KEY
-from reports.schema import ROLE_SWEEP, Tag
+from record.schema import ROLE_SWEEP, Tag
 from tests.postgres import Database
 from tests.ui import START_TIMEOUT_S, children, free_port, get, group_gone, port_free, start_ui
 

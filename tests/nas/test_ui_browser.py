@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from reports.schema import PROFILE_FOLDER, ROLE_TRIAL, Tag
+from record.schema import PROFILE_FOLDER, ROLE_TRIAL, Tag
 from tests.reports.browser import dump_dom
 from tests.ui import START_TIMEOUT_S, free_port, get, start_ui
 

@@ -7,8 +7,8 @@ from typing import Any
 
 import pandas as pd
 
+from record.schema import BEST_VAL_LOSS, RUN_STATUS, Metric, Status
 from reports.load import TRIAL_COLUMNS, SweepData
-from reports.schema import BEST_VAL_LOSS, RUN_STATUS, Metric, Status
 
 START = pd.Timestamp("2026-01-01", tz="UTC")
 

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
+from record.schema import Metric
 from reports.build import build_report
 from reports.compute import frontier_advantage
 from reports.document import Figure, Paragraph, Table
-from reports.schema import Metric
 from reports.sections.budget import budget_section
 from tests.reports.frames import sweep, trial
 

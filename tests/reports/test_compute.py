@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from record.schema import Metric
 from reports.compute import (
     PowerLaw,
     compute_advantage,
@@ -18,7 +19,6 @@ from reports.compute import (
 )
 from reports.document import Paragraph
 from reports.flops import estimated_flops, trial_flops
-from reports.schema import Metric
 from reports.sections import compute_section
 from tests.reports.frames import sweep, trial
 

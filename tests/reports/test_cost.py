@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
+from record.schema import Metric, Status
 from reports.build import build_report
 from reports.document import Paragraph, Section, Table
-from reports.schema import Metric, Status
 from reports.sections.cost import COLUMNS, NVML_COLUMNS, sweep_total
 from tests.reports.frames import sweep, trial
 

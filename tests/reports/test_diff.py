@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from nas.cli import main
+from record.read import RecordedRun, live_trial_id
+from record.schema import Status, Tag
 from reports.diff import TrialRef, config_changes, diff_runs, parse_ident, render
-from reports.load import RecordedRun, find_trial
-from reports.schema import Status, Tag
 from tests.reports.test_load import Store, new
 
 A_ID, B_ID = "a" * 32, "b" * 32
@@ -100,7 +100,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> tuple[Store, dict[str, st
 
 def test_sweep_arm_seed_takes_the_live_trial(store: tuple[Store, dict[str, str]]) -> None:
     s, ids = store
-    assert find_trial(s.uri, "again", "arm", 0) == ids["live"]
+    assert live_trial_id(s.uri, "again", "arm", 0) == ids["live"]
 
 
 @pytest.mark.parametrize(

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from reports.schema import Metric
+from record.schema import Metric
 from tests.cli import run_nas as _nas
 
 

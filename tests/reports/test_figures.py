@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from record.schema import Status
 from reports.figures import draw_compute_fits, draw_depth_scaling, spread_caption
-from reports.schema import Status
 from reports.stats import mean_ci
 from tests.reports.frames import sweep, trial
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from reports.schema import Metric
+from record.schema import Metric
 from tests.cli import run_nas
 
 NUMBER = re.compile(r"[+-]?\d[\d,]*(?:\.\d+)?")

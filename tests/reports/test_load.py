@@ -11,8 +11,9 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from reports.load import LEGACY_INFEASIBLE, list_sweeps, load_sweep, trial_status
-from reports.schema import PLANS_FOLDER, ROLE_SWEEP, ROLE_TRIAL, Status, Tag
+from record.read import list_sweeps
+from record.schema import PLANS_FOLDER, ROLE_SWEEP, ROLE_TRIAL, Status, Tag
+from reports.load import LEGACY_INFEASIBLE, load_sweep, trial_status
 from tests.cli import run_nas as _nas
 
 

@@ -11,8 +11,8 @@ from typing import Any
 import pandas as pd
 import pytest
 
+from record.schema import Metric
 from reports import load
-from reports.schema import Metric
 
 
 @pytest.fixture(scope="module")

@@ -7,11 +7,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from record.schema import Status
 from reports.build import build_report
 from reports.document import Table
 from reports.outcomes import counts, describe
 from reports.plans import select_plan
-from reports.schema import Status
 from reports.sections import axis_effects, main_table, provenance
 from tests.reports.frames import sweep, trial
 

@@ -12,13 +12,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from record.schema import Status
 from reports.ablation import arm_rows, with_arms
 from reports.build import build_report
 from reports.load import SweepData as LoadedSweep
 from reports.load import load_sweep
 from reports.merge import merge_sweeps, separating_keys
 from reports.render_md import render_markdown
-from reports.schema import Status
 from reports.sections.results import COLUMNS
 from tests.cli import run_nas as _nas
 from tests.reports.browser import check_page

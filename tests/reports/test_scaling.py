@@ -10,9 +10,9 @@ from collections.abc import Callable
 import pandas as pd
 import pytest
 
+from record.schema import Metric
 from reports.document import Paragraph, Section, Table
 from reports.flops import trial_flops
-from reports.schema import Metric
 from reports.sections import compute_section
 from tests.reports.frames import sweep, trial
 

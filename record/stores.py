@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from urllib.parse import urlparse
 
-from reports.redact import redact
+from record.errors import first_line
+from record.redact import redact
 
 POSTGRES_SCHEMES = ("postgresql", "postgres")
 CONNECT_TIMEOUT_S = 5
@@ -56,6 +57,5 @@ def check_store(uri: str, flag: str = "--tracking-uri") -> None:
     try:
         psycopg.connect(url, connect_timeout=CONNECT_TIMEOUT_S).close()
     except psycopg.Error as err:
-        reason = (str(err).strip().splitlines() or [type(err).__name__])[0]
-        message = f"{flag} {uri}: cannot connect to the database ({reason})"
+        message = f"{flag} {uri}: cannot connect to the database ({first_line(err)})"
         raise ValueError(redact(message)) from None

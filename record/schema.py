@@ -1,11 +1,12 @@
 """The trial record's schema: every Tune report key, MLflow tag and metric that a sweep writes and
 that the live view, the summary and the report read, and the statuses a trial can end in.
 
-Writers (``nas.trial``, ``nas.tracking``, ``nas.lightning_hooks``) and readers (``nas.live``,
-``nas.summary``, ``reports.load``, ``reports.sections``) name keys through this module only, so a
-renamed key is renamed everywhere; a test checks that what a real sweep writes is exactly what is
-named here. It lives in ``reports`` because imports flow one way (``nas`` may import ``reports``,
-never the reverse), and it imports nothing heavy: the driver, the CLI and the report all load it.
+Writers (``trainers.module``, which logs the training metrics, ``nas.trial``, ``nas.tracking``,
+``nas.lightning_hooks``) and readers (``nas.live``, ``nas.summary``, ``reports.load``,
+``reports.sections``) name keys through this module only, so a renamed key is renamed
+everywhere; a test checks that what a real sweep writes is exactly what is named here. It lives
+on the ground floor (``record``), below every package that writes or reads the record, and
+imports nothing heavy: the trainer, the driver, the CLI and the report all load it.
 """
 
 from __future__ import annotations
