@@ -12,13 +12,14 @@ import sys
 from collections.abc import Sequence
 
 from nas.diff_cmd import add_diff_parser
+from nas.exits import Exit
 from nas.report_cmd import add_report_parser
 from nas.spaces_cmd import add_spaces_parser
 from nas.sweep_cmd import add_sweep_parser
 from nas.train_cmd import add_train_parser
 from nas.ui_cmd import add_ui_parser
 
-EXIT_USAGE = 2
+EXIT_USAGE = Exit.USAGE
 
 
 class UsageError(Exception):

@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 
 from nas.checkpoints import latest_checkpoints, prune
+from nas.exits import Exit
 from nas.outbox import JOURNAL_FOLDER
 from nas.spec import TrialSpec
 from nas.sweep_open import begin, context
@@ -38,11 +39,8 @@ from record.uri import resolve_tracking_uri
 
 __all__ = ["SweepOptions", "plan", "run_sweep"]
 
-# Exit statuses besides 0 (done), 1 (a trial failed) and 2 (bad input).
-EXIT_INTERRUPTED = 130  # Ctrl-C: the same command resumes
-EXIT_TERMINATED = 143  # SIGTERM (a cluster scheduler's preemption): the same command resumes
-EXIT_TIME_BUDGET = 75  # EX_TEMPFAIL: --time-budget ran out, the same command continues
-EXIT_STORE_DOWN = 69  # EX_UNAVAILABLE: the tracking store stopped answering the driver
+EXIT_INTERRUPTED, EXIT_TERMINATED = Exit.INTERRUPTED, Exit.TERMINATED
+EXIT_TIME_BUDGET, EXIT_STORE_DOWN = Exit.TIME_BUDGET, Exit.STORE_DOWN
 
 
 def _todo(p: Plan, recorded: dict[str, RecordedTrial]) -> tuple[list[TrialSpec] | int, int]:
@@ -168,4 +166,4 @@ def _run(
         from nas.outcomes import past
 
         return EXIT_TIME_BUDGET if past(ctx.deadline) else EXIT_INTERRUPTED
-    return 1 if summary.get("sweep/failed") else 0
+    return Exit.TRIAL_FAILED if summary.get("sweep/failed") else Exit.DONE

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from nas.exits import exit_statuses
+
 
 def add_sweep_parser(sub: Any) -> None:
     p = sub.add_parser(
@@ -13,9 +15,8 @@ def add_sweep_parser(sub: Any) -> None:
         description="Run a built-in space (see `nas spaces`) or a space YAML file. Re-running "
         "the same command after an interruption resumes it; re-running it with more seeds, "
         "arms, values or trials extends the sweep (only the new trials run); a change to what "
-        "recorded trials mean (--set, --max-steps, an edited arm) is refused. Exit status: 0 "
-        "done, 1 a trial failed, 2 bad input, 75 time budget spent, 130 interrupted, 143 "
-        "terminated (SIGTERM).",
+        f"recorded trials mean (--set, --max-steps, an edited arm) is refused. Exit status: "
+        f"{exit_statuses()}.",
     )
     p.add_argument("space", help="a built-in space name or a space YAML file")
     p.add_argument("--name", help="sweep name: MLflow experiment and Tune folder (default: space)")

@@ -186,3 +186,15 @@ def test_ui_serves_the_store_on_loopback(tmp_path: Path) -> None:
     finally:
         os.killpg(proc.pid, signal.SIGINT)
         proc.wait(timeout=60)
+
+
+def test_sweep_help_lists_every_exit_status_the_sweep_returns() -> None:
+    """The help's list is made from the table the sweep returns from: a status added there (69,
+    the store down, was missing) is listed."""
+    from nas.cli import build_parser
+    from nas.exits import MEANING, Exit
+
+    sub = next(a for a in build_parser()._actions if a.dest == "command")
+    text = " ".join(sub.choices["sweep"].format_help().split())  # type: ignore[union-attr]
+    for code in Exit:
+        assert f"{int(code)} {MEANING[code]}" in text
