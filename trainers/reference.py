@@ -138,10 +138,11 @@ class PreNormBranch(nn.Module):
 
 
 class Block(nn.Module):
-    """One Transformer block, pre-norm (Xiong et al. 2020, arXiv 2002.04745)::
+    """One Transformer block, pre-norm (Xiong et al. 2020, arXiv 2002.04745): each sublayer
+    reads a normed copy of the stream and adds its output to the stream itself::
 
-    x ──┬──────────────────────────(+)──┬─────────────────────────(+)──► x
-        └─ norm_in ─ attention ─ drop ─┘└─ norm_in ─ MLP ─ drop ──┘
+        x ──┬──────────────────────────────(+)──┬────────────────────────(+)──► x
+            └── norm_in ─ attention ─ drop ─┘   └── norm_in ─ MLP ─ drop ─┘
     """
 
     def __init__(self, cfg: ModelConfig) -> None:
@@ -150,9 +151,10 @@ class Block(nn.Module):
         self.mlp = PreNormBranch(cfg, MLP(cfg))
 
     def forward(self, x: Tensor) -> Tensor:
-        # Every sublayer adds to the one stream with weight one. After l sublayers the stream
-        # is the embedding plus l terms, so each new term is a shrinking share of what the next
-        # norm sees: pre-norm's dilution with depth, the problem the other wirings address.
+        # Every sublayer adds to the one stream with weight one, and nothing is ever taken
+        # out: after l sublayers the stream is the embedding plus l outputs, so each new output
+        # is a shrinking share of what the next norms and the head see. That is pre-norm's
+        # dilution with depth; the other wirings (trainers/residual) reweight these terms.
         x = x + self.attn(x)
         return x + self.mlp(x)
 

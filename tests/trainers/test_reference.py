@@ -4,13 +4,16 @@ one-line refusal of every other configuration."""
 
 from __future__ import annotations
 
+import ast
 import dataclasses
+import inspect
 import itertools
 
 import pytest
 import torch
 from torch import nn
 
+from trainers import reference
 from trainers.config import ModelConfig
 from trainers.model import DeepTransformer
 from trainers.reference import ReferenceTransformer
@@ -148,3 +151,11 @@ def test_dropout_acts_in_training_only() -> None:
     idx = torch.randint(0, 32, (2, 12))
     assert not torch.equal(model.train()(idx), model(idx))
     assert torch.equal(model.eval()(idx), model(idx))
+
+
+def test_reads_nothing_from_trainers_but_the_config() -> None:
+    """The reference stays one file: its only import from the package is ``ModelConfig``."""
+    tree = ast.parse(inspect.getsource(reference))
+    modules = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    modules |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    assert {m for m in modules if m and m.startswith("trainers")} == {"trainers.config"}
