@@ -11,12 +11,12 @@ from typing import Any
 import pandas as pd
 
 from reports.document import Paragraph, Section, Table
-from reports.load import SweepData
 from reports.merge import SWEEP_COLUMN, separating_keys, sweeps_holding
 from reports.outcomes import WORDS, counts
 from reports.redact import redact
 from reports.schema import COMPARABLE, Status
 from reports.sections.cells import MAX_ROWS
+from reports.sweep import SweepData
 
 # Why a trial has this status, where its run does not say (an old record, or a status that
 # carries no reason).

@@ -11,8 +11,9 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from reports.load import LEGACY_INFEASIBLE, list_sweeps, load_sweep, trial_status
-from reports.schema import PLANS_FOLDER, ROLE_SWEEP, ROLE_TRIAL, Status, Tag
+from reports.load import list_sweeps, load_sweep
+from reports.normalize import trial_status
+from reports.schema import LEGACY_INFEASIBLE, PLANS_FOLDER, ROLE_SWEEP, ROLE_TRIAL, Status, Tag
 from tests.cli import run_nas as _nas
 
 
