@@ -1,6 +1,6 @@
 """A sweep of hundreds of tiny trials end to end, once on each kind of store: ``nas sweep smoke
 --seeds 0,...,N/2-1`` (its two arms: N trials of 20 steps) at concurrency 2, on a SQLite file and
-through an MLflow tracking server (``nas.tracking_server``) on a fresh PostgreSQL database;
+through an MLflow tracking server (``tests.tracking_server``) on a fresh PostgreSQL database;
 then ``nas report`` on the sweep.
 
     .venv/bin/python -m benchmarks.sweep_scale [--trials N] [--quick] [--stores sqlite,server]
@@ -302,7 +302,7 @@ def server_store(folder: Path) -> Iterator[tuple[str, Any]]:
     import psycopg
     from psycopg.conninfo import conninfo_to_dict
 
-    from nas.tracking_server import TrackingServer
+    from tests.tracking_server import TrackingServer  # dev tooling: the tests' own server
 
     name = f"nas_scale_{secrets.token_hex(4)}"
     info = conninfo_to_dict(POSTGRES)

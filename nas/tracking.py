@@ -35,6 +35,7 @@ from record.read import child, children, sweep_parents
 from record.redact import redact
 from record.schema import (
     PLANS_FOLDER,
+    RECORD_VERSION,
     REPORT_FOLDER,
     ROLE_SWEEP,
     ROLE_TRIAL,
@@ -172,6 +173,7 @@ def open_sweep(
             client.set_tag(run_id, name, value)
         return SweepRecord(uri, exp_id, run_id, sweep)
     all_tags = {Tag.SWEEP: sweep, Tag.SWEEP_KEY: key, Tag.ROLE: ROLE_SWEEP, **tags}
+    all_tags[Tag.SCHEMA_VERSION] = str(RECORD_VERSION)
     run = _find_or_create(
         lambda: next(iter(sweep_parents(client.raw, exp_id, key)), None),
         lambda: client.raw.create_run(exp_id, tags=all_tags, run_name=sweep),
@@ -419,6 +421,7 @@ class TrialRun:
                 Tag.SWEEP: record.sweep,
                 Tag.TRIAL_KEY: trial_key,
                 Tag.ROLE: ROLE_TRIAL,
+                Tag.SCHEMA_VERSION: str(RECORD_VERSION),
                 Tag.CONFIG_HASH: config_hash(params),
                 **tags,
                 Tag.NOTE: note,

@@ -51,6 +51,9 @@ class Tag:
     NOTE = "mlflow.note.content"  # MLflow's own: the run's description in the UI
     ROLE = "nas.role"  # ROLE_SWEEP or ROLE_TRIAL
     SWEEP = "nas.sweep"
+    # The record's schema version (RECORD_VERSION when written); a run without it was recorded
+    # before the tag existed: version 1. reports.normalize reads each version.
+    SCHEMA_VERSION = "nas.schema_version"
     # parent
     SWEEP_KEY = "nas.sweep_key"  # where the sweep's Tune state lives (+ its generation)
     SPACE = "nas.space"
@@ -83,6 +86,9 @@ class Tag:
 
 
 ROLE_SWEEP, ROLE_TRIAL = "sweep", "trial"
+# The version the writer tags each run with (Tag.SCHEMA_VERSION). Raise it, and teach
+# reports.normalize the difference, when what a run records changes in a way the reader must know.
+RECORD_VERSION = 2
 
 
 class ExperimentTag:

@@ -1,6 +1,7 @@
-"""From trial rows to the comparisons an ablation table needs: what an arm is, which arm is each
-arm's baseline, per-arm statistics over seeds, and one-axis effects. Which trials count is
-``reports.outcomes``'s; pure functions over the frames of ``reports.load``."""
+"""From trial rows to the comparisons an ablation table needs: an arm's wiring label, which arm
+is each arm's baseline, per-arm statistics over seeds, and one-axis effects. Which trials count
+is ``reports.outcomes``'s, and what an arm is and what an old record ran are
+``reports.normalize``'s; pure functions over the frames of ``reports.sweep.SweepData``."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from dataclasses import dataclass
 import pandas as pd
 
 from record.schema import BEST_VAL_LOSS, Metric, Status
-from reports.outcomes import comparable, configured, counts, diverged, with_outcome
+from reports.normalize import TrialView, recorded, varied_axes
+from reports.outcomes import counts, diverged
 from reports.published import attnres_switches
 from reports.stats import Comparison, Interval, adjust, compare, mean_ci, verdict
 
@@ -38,39 +40,8 @@ WIRING_KEYS = (
     "model.dense_period",
 )
 BASELINE_WIRING = {"model.residual": "standard", "model.placement": "pre"}
-PARAM_PREFIXES = ("model.", "train.", "data.")
-SEED_KEY = "train.seed"
 DEPTH_KEY = "model.n_layers"
 RESIDUAL_KEY = "model.residual"
-
-
-def varied_axes(trials: pd.DataFrame) -> list[str]:
-    """Config keys that take more than one value among the trials (the seed excluded)."""
-    keys = [c for c in trials.columns if c.startswith(PARAM_PREFIXES) and c != SEED_KEY]
-    return [k for k in keys if trials[k].astype(str).nunique() > 1]
-
-
-def with_arms(trials: pd.DataFrame) -> pd.DataFrame:
-    """An ``arm`` for every trial: the configuration without its seed. Grid trials carry their
-    arm's name; search trials are named by their varied values, the axes taken over the trials
-    with a full configuration (an infeasible one holds only its point). Label the whole frame
-    before selecting from it, so that every part of a report names an arm alike."""
-    if trials.empty:
-        return trials.assign(arm=pd.Series(dtype=str))
-    full = configured(trials)
-    axes = varied_axes(full if len(full) else trials)
-    out = trials.copy()
-    derived = (
-        out[axes]
-        .astype(str)
-        .apply(
-            lambda row: "/".join(f"{k.split('.')[-1]}={v}" for k, v in row.items()) or "base",
-            axis=1,
-        )
-    )
-    unnamed = out["arm"].isin(["", "search"])
-    out.loc[unnamed, "arm"] = derived[unnamed]
-    return out
 
 
 def wiring_label(row: pd.Series) -> str:
@@ -79,8 +50,9 @@ def wiring_label(row: pd.Series) -> str:
     parts = [str(row.get(RESIDUAL_KEY, "?")), str(row.get("model.placement", "?"))]
     if "model.attnres_blocks" in row and row.get(RESIDUAL_KEY) == "block_attnres":
         parts.append(f"N={row['model.attnres_blocks']}")
-    if str(row.get("model.attention", "standard")) not in ("standard", "nan"):
-        parts.append(str(row["model.attention"]))
+    attention = str(recorded(row, "model.attention"))
+    if attention != "standard":
+        parts.append(attention)
     parts.extend(f"{name}={value}" for name, value in attnres_switches(row).items())
     parts.extend(_owned_parts(row))
     return "/".join(parts)
@@ -96,13 +68,12 @@ def _whole(value: object) -> int | None:
 
 
 def _owned_parts(row: pd.Series) -> list[str]:
-    """LAuReL-LR's rank r=R, and DenseFormer's KxP when it is not the full 1x1 (a record from
-    before these fields existed ran r=16 and 1x1)."""
+    """LAuReL-LR's rank r=R, and DenseFormer's KxP when it is not the full 1x1."""
     residual = row.get(RESIDUAL_KEY)
     if residual == "laurel_lr":
-        return [f"r={_whole(row.get('model.laurel_rank')) or 16}"]
+        return [f"r={_whole(recorded(row, 'model.laurel_rank'))}"]
     if residual == "denseformer":
-        k, p = (_whole(row.get(f"model.dense_{n}")) or 1 for n in ("dilation", "period"))
+        k, p = (_whole(recorded(row, f"model.dense_{n}")) for n in ("dilation", "period"))
         return [] if k == p == 1 else [f"{k}x{p}"]
     return []
 
@@ -152,11 +123,10 @@ def _all_budgeted(trials: pd.DataFrame) -> bool:
 
 
 def is_baseline(row: pd.Series) -> bool:
-    # Records from before a field existed hold no value for it ("nan"): they ran its default.
     return (
         all(str(row.get(k)) == v for k, v in BASELINE_WIRING.items())
-        and str(row.get("model.norm_scaling", "none")) in ("none", "nan")
-        and str(row.get("model.attention", "standard")) in ("standard", "nan")
+        and str(recorded(row, "model.norm_scaling")) == "none"
+        and str(recorded(row, "model.attention")) == "standard"
     )
 
 
@@ -264,17 +234,18 @@ def _arm_row(arm: str, base: str | None, g: pd.DataFrame, done: pd.DataFrame) ->
     )
 
 
-def arm_rows(trials: pd.DataFrame, override: str | None = None) -> list[ArmRow]:
+def arm_rows(view: TrialView, override: str | None = None) -> list[ArmRow]:
     """One row per arm that trained (finished or not), sorted by mean final validation loss,
     arms with no finished trial last. Statistics and comparisons use only the comparable trials;
     comparisons with the baseline are paired by seed where the seeds match, Holm-corrected over
     the table."""
-    labelled = configured(with_arms(trials))
+    labelled = view.configured
     if labelled.empty:
         return []
     base_of = baselines(labelled, override)
     groups = {str(arm): g for arm, g in labelled.groupby("arm")}
-    done = {arm: comparable(g) for arm, g in groups.items()}
+    finished = {str(arm): g for arm, g in view.comparable.groupby("arm")}
+    done = {arm: finished.get(arm, g.iloc[:0]) for arm, g in groups.items()}
     rows, comparisons = [], []
     for arm, g in groups.items():
         row = _arm_row(arm, base_of.get(arm), g, done[arm])
@@ -303,13 +274,13 @@ class AxisEffect:
     trials: pd.DataFrame  # trials of the cell that trained to an outcome
 
 
-def axis_effect(trials: pd.DataFrame, axis: str, metric: str = Metric.FINAL_VAL_LOSS) -> AxisEffect:
+def axis_effect(view: TrialView, axis: str, metric: str = Metric.FINAL_VAL_LOSS) -> AxisEffect:
     """Mean ``metric`` over seeds for each value of ``axis`` (columns), with every other
-    varied axis held fixed (rows): an interaction shows as rows that disagree. Beside it, each
-    cell's divergence count: at depth, divergence is a result, and the mean is over the
-    survivors only."""
-    ran = with_outcome(trials)
-    kept = ran.index.isin(comparable(ran).index)
+    varied axis held fixed (rows), over the trials that trained to an outcome: an interaction
+    shows as rows that disagree. Beside it, each cell's divergence count: at depth, divergence
+    is a result, and the mean is over the survivors only."""
+    ran = view.outcome
+    kept = ran.index.isin(view.comparable.index)
     values = ran[metric] if metric in ran else pd.Series(math.nan, index=ran.index)
     cells = ran.assign(_value=values.where(kept), _diverged=diverged(ran).astype(int))
     others = [k for k in varied_axes(ran) if k != axis]

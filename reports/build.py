@@ -1,11 +1,12 @@
-"""A sweep's report as a ``Document``: the sections in reading order."""
+"""A sweep's report as a ``Document``: the sections in reading order, and the report's tables
+as data (``trials.csv``, ``arms.csv``), all made from the sweep's normalized view."""
 
 from __future__ import annotations
 
 from reports import sections
 from reports.document import Document, Section
-from reports.load import SweepData
-from reports.outcomes import comparable
+from reports.sweep import SweepData
+from reports.tidy import csv_files
 
 
 def build_report(data: SweepData, baseline: str | None = None) -> Document:
@@ -23,7 +24,7 @@ def build_report(data: SweepData, baseline: str | None = None) -> Document:
         sections.budget_section(data),
         sections.reference_section(data, rows),
     ]
-    n = len(comparable(data.trials))
+    n = len(data.view.comparable)
     subtitle = f"{n} finished trial{'' if n == 1 else 's'}"
     if data.plan == "latest":
         subtitle += ", latest plan only"
@@ -31,4 +32,5 @@ def build_report(data: SweepData, baseline: str | None = None) -> Document:
         f"Sweep report: {data.name}",
         tuple(p for p in parts if p is not None),
         subtitle=subtitle,
+        data_files=csv_files(data, rows),
     )

@@ -1,9 +1,10 @@
 """The report's document model: what a report says, independent of how it is rendered.
 
 A report is a ``Document`` of ``Section``s, each holding ``Paragraph``, ``Table`` and ``Figure``
-blocks. Every block is a frozen value object validated at construction, so the renderers
+blocks, and beside them the report's tables as data (``DataFile``s: ``trials.csv``,
+``arms.csv``). Every block is a frozen value object validated at construction, so the renderers
 (``render_html``, ``render_md``, ``render_tex``) never meet a malformed table or an unsafe figure
-name.
+name, and ``reports.write`` only writes what the document holds.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ PARAGRAPH_KINDS: tuple[str, ...] = get_args(ParagraphKind)
 # Figure names become file names (``figures/<name>.png``) and HTML ids: keep them to a safe stem.
 _FIGURE_NAME = re.compile(r"[a-z0-9_-]+")
 _PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+_DATA_FILE_NAME = re.compile(r"[a-z0-9_-]+\.csv")
 
 
 @dataclass(frozen=True)
@@ -103,6 +105,21 @@ Block = Paragraph | Table | Figure
 
 
 @dataclass(frozen=True)
+class DataFile:
+    """One of the report's tables as data for pandas or R (``reports.tidy`` makes them): a file
+    written beside the report, unformatted, where the ``csv`` format is asked for."""
+
+    name: str
+    """File name, ``[a-z0-9_-]+.csv``, unique within a document."""
+    content: bytes
+    """The file's bytes."""
+
+    def __post_init__(self) -> None:
+        if not _DATA_FILE_NAME.fullmatch(self.name):
+            raise ValueError(f"DataFile name {self.name!r}: use only a-z, 0-9, '_', '-' and .csv")
+
+
+@dataclass(frozen=True)
 class Section:
     """A titled part of the report; ``level`` 2 is a top-level section (the title is level 1)."""
 
@@ -123,12 +140,17 @@ class Document:
     title: str
     sections: tuple[Section, ...]
     subtitle: str = ""
+    data_files: tuple[DataFile, ...] = ()
+    """The report's tables as data; none for a document not built from a sweep."""
 
     def __post_init__(self) -> None:
         names = [f.name for f in self.figures()]
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
             raise ValueError(f"Document: figure names used twice: {', '.join(dupes)}")
+        files = [f.name for f in self.data_files]
+        if len(set(files)) < len(files):
+            raise ValueError(f"Document: data files named twice: {', '.join(files)}")
 
     def figures(self) -> tuple[Figure, ...]:
         """Every figure, in reading order."""

@@ -1,6 +1,7 @@
 """The report's figures, each a pure function from frames to an ``Image``: PNG bytes, and the
 same drawing as PDF on demand (matplotlib's object-oriented API on the Agg canvas: no display,
-no global pyplot state)."""
+no global pyplot state). The trials they draw come labelled and selected
+(``reports.normalize.TrialView``): most take its comparable trials."""
 
 from __future__ import annotations
 
@@ -14,8 +15,9 @@ import numpy as np
 import pandas as pd
 
 from record.schema import Metric
-from reports.ablation import DEPTH_KEY, wiring_label, with_arms
-from reports.outcomes import comparable, diverged, with_outcome
+from reports.ablation import DEPTH_KEY, wiring_label
+from reports.normalize import TrialView
+from reports.outcomes import diverged
 from reports.stats import mean_ci
 
 MAX_LINES = 10  # beyond this a line plot is unreadable; the tables carry the rest
@@ -80,9 +82,9 @@ def _band(ax: Any, x: np.ndarray, groups: Sequence[np.ndarray], label: str) -> N
         ax.fill_between(x, low, high, alpha=0.2, color=line.get_color())
 
 
-def spread_caption(trials: pd.DataFrame) -> str:
-    """What the figures' shaded bands are, from how many seeds each arm finished."""
-    done = comparable(with_arms(trials))
+def spread_caption(done: pd.DataFrame) -> str:
+    """What the figures' shaded bands are, from how many seeds each arm finished (``done``: the
+    comparable trials)."""
     seeds = done.groupby("arm")["seed"].nunique() if len(done) else pd.Series(dtype=int)
     if seeds.empty or seeds.max() < 2:
         return "Lines: one seed per arm (no band)."
@@ -95,8 +97,8 @@ def spread_caption(trials: pd.DataFrame) -> str:
     )
 
 
-def loss_curves(trials: pd.DataFrame, curves: pd.DataFrame) -> Image | None:
-    done = comparable(with_arms(trials))
+def loss_curves(done: pd.DataFrame, curves: pd.DataFrame) -> Image | None:
+    """Each arm's validation loss over training, over its comparable trials ``done``."""
     data = curves[curves.metric == Metric.VAL_LOSS].merge(done[["run_id", "arm"]], on="run_id")
     if data.empty:
         return None
@@ -111,22 +113,22 @@ def loss_curves(trials: pd.DataFrame, curves: pd.DataFrame) -> Image | None:
     return _image(fig)
 
 
-def depth_scaling(trials: pd.DataFrame) -> Image | None:
+def depth_scaling(view: TrialView) -> Image | None:
     """The depth-scaling figure; None where the trials span fewer than two depths."""
-    fig = draw_depth_scaling(trials)
+    fig = draw_depth_scaling(view)
     return None if fig is None else _image(fig)
 
 
-def draw_depth_scaling(trials: pd.DataFrame) -> Any:
+def draw_depth_scaling(view: TrialView) -> Any:
     """The depth-scaling figure, one line per wiring: final validation loss against depth over
     the finished trials (left), and the fraction of each depth's trials that diverged (right;
     of the trials that trained to an outcome). At depth divergence is a result, and the left
     panel's means are over the survivors only."""
-    ran = with_outcome(trials)
+    ran = view.outcome
     if ran.empty or ran[DEPTH_KEY].nunique() < 2:
         return None
     ran = ran.assign(wiring=ran.apply(wiring_label, axis=1), diverged=diverged(ran))
-    done = comparable(ran)
+    done = ran[ran.index.isin(view.comparable.index)]  # comparable trials trained to an outcome
     fig, axes = _figure(ncols=2, size=(13, 4.2))
     loss_ax, rate_ax = axes[0]
     for wiring, g in list(ran.groupby("wiring"))[:MAX_LINES]:
@@ -202,10 +204,11 @@ def deepest(trials: pd.DataFrame) -> pd.DataFrame:
     return trials[trials[DEPTH_KEY] == trials[DEPTH_KEY].max()]
 
 
-def dilution_profiles(trials: pd.DataFrame, profiles: pd.DataFrame) -> Image | None:
+def dilution_profiles(done: pd.DataFrame, profiles: pd.DataFrame) -> Image | None:
     """The per-layer picture (the AttnRes paper's Figure 5 shape): each arm's mean over seeds
-    of output, stream and gradient norm against block index, at the deepest setting."""
-    done = deepest(comparable(with_arms(trials)))
+    (its comparable trials ``done``) of output, stream and gradient norm against block index,
+    at the deepest setting."""
+    done = deepest(done)
     data = profiles.merge(done[["run_id", "arm"]], on="run_id")
     if data.empty:
         return None
@@ -222,12 +225,12 @@ def dilution_profiles(trials: pd.DataFrame, profiles: pd.DataFrame) -> Image | N
 
 
 def depth_weight_heatmaps(
-    trials: pd.DataFrame, weights: dict[str, np.ndarray]
+    done: pd.DataFrame, weights: dict[str, np.ndarray]
 ) -> list[tuple[str, Image]]:
-    """Per AttnRes arm (deepest setting), the mean depth-attention weights over seeds, the
-    pre-attention sites and the pre-MLP sites apart (the paper's Figure 8 shape). Site rows
-    are in sublayer order with the output site last."""
-    done = deepest(comparable(with_arms(trials)))
+    """Per AttnRes arm (deepest setting), the mean depth-attention weights over its comparable
+    trials' seeds (``done``), the pre-attention sites and the pre-MLP sites apart (the paper's
+    Figure 8 shape). Site rows are in sublayer order with the output site last."""
+    done = deepest(done)
     done = done[done["run_id"].isin(list(weights))]
     out = []
     for arm, g in done.groupby("arm"):

@@ -8,26 +8,24 @@ import tempfile
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from record.read import RecordedRun, live_sweep, run_seed
+from record.read import RecordedRun, live_sweep
 from record.schema import (
     BEST_VAL_LOSS,
-    LEGACY_INFEASIBLE,
     PLANS_FOLDER,
     PROFILE_FOLDER,
     SKIPPED_FILE,
     SPACE_FILE,
     Metric,
-    Status,
     Tag,
 )
-from reports.plans import PlanChoice
+from reports.normalize import trial_reason, trial_seed, trial_status
+from reports.sweep import TRIAL_COLUMNS, SweepData
 
 CURVE_METRICS = (Metric.VAL_LOSS, Metric.VAL_BPB)
 # Reading a sweep of hundreds of trials: run ids per bulk metric query (SQLite builds before
@@ -44,74 +42,6 @@ READERS = 8
 TRIAL_TAGS = (Tag.TRIAL_KEY, Tag.ARM)
 STATUS_TAGS = (Tag.SEED,)
 PARENT_TAGS = (Tag.COMMAND, Tag.SPACE, Tag.VERSIONS)
-# The MLflow status an old record's trial run was left in -> the trial status it means.
-LEGACY_STATUS = {
-    "FINISHED": Status.FINISHED,
-    "FAILED": Status.FAILED,
-    "KILLED": Status.KILLED,
-    "RUNNING": Status.KILLED,  # the driver exited without closing it: interrupted
-    "SCHEDULED": Status.KILLED,
-}
-
-
-@dataclass(frozen=True)
-class SweepData:
-    """One sweep as read from the store, without the trials of parent runs that ``nas sweep
-    --restart`` archived (tag ``nas.superseded``).
-
-    - ``parents``: one row per live parent run (run_id, run_status, start, end, command, space,
-      versions, plans: how many plan files it holds, and its ``sweep/*`` metrics)
-    - ``trials``: one row per trial run (``TRIAL_COLUMNS``): run_id, status (a ``Status``
-      value), reason, status_step, run_status (MLflow's), key, arm, seed, node, hardware,
-      git_commit, version, start, end, device_unit, peak_flops_source (reason, status_step,
-      node, hardware, git_commit, version and the last two missing where the run did not
-      record them, as is seed on an old infeasible record; never an empty string); then
-      every param under its dotted name (numbers parsed), every latest metric under its name,
-      and best_val_loss
-    - ``curves``: run_id, metric, step, value for the validation metrics
-    - ``profiles``: run_id, block, output_norm, stream_norm, grad_norm of each trial's last
-      dilution profile; ``depth_weights``: run_id -> (site x source) softmax weights
-    - ``plans``: each invocation's plan as recorded ({"command", "space", "keys"}), oldest
-      first; empty for a sweep recorded before plans were kept
-    - ``plan``: which plans' trials ``trials`` holds: "all", or "latest" (``reports.plans``)
-    - ``superseded``: how many parent runs ``--restart`` archived (their trials left out)
-    - ``sweeps``: a report over several sweeps (``reports.merge``): each sweep's label, and
-      ``trials`` and ``parents`` then have a ``sweep`` column; empty for one sweep
-    """
-
-    name: str
-    uri: str
-    parents: pd.DataFrame
-    space: dict[str, Any] | None
-    trials: pd.DataFrame
-    curves: pd.DataFrame
-    profiles: pd.DataFrame
-    depth_weights: dict[str, np.ndarray] = field(default_factory=dict)
-    skipped: list[dict[str, str]] = field(default_factory=list)  # grid cells never launched
-    plans: list[dict[str, Any]] = field(default_factory=list)
-    plan: PlanChoice = "all"
-    superseded: int = 0
-    sweeps: tuple[str, ...] = ()
-
-
-TRIAL_COLUMNS = (
-    "run_id",
-    "status",
-    "reason",
-    "status_step",
-    "run_status",
-    "key",
-    "arm",
-    "seed",
-    "node",
-    "hardware",
-    "git_commit",
-    "version",
-    "start",
-    "end",
-    "device_unit",
-    "peak_flops_source",
-)
 
 
 def load_sweep(uri: str, name: str) -> SweepData:
@@ -225,22 +155,6 @@ def _check_tags(sweep: str, runs: list[Any], names: tuple[str, ...] | None, role
         raise ValueError(f"sweep {sweep!r}: {len(missing)} {role} runs lack tags: {shown}{more}")
 
 
-def trial_status(tags: dict[str, str], run_status: str) -> Status:
-    """A trial's ``Status``: its ``nas.status`` tag, or for a run recorded before that tag
-    existed, derived from the infeasible tag and the MLflow run status."""
-    if Tag.STATUS in tags:
-        try:
-            return Status(tags[Tag.STATUS])
-        except ValueError:
-            valid = ", ".join(s.value for s in Status)
-            raise ValueError(
-                f"{Tag.STATUS} {tags[Tag.STATUS]!r}: unknown; valid: {valid}"
-            ) from None
-    if tags.get(LEGACY_INFEASIBLE):
-        return Status.INFEASIBLE
-    return LEGACY_STATUS.get(run_status, Status.KILLED)
-
-
 def _number(text: str) -> Any:
     """Params come back as strings: numbers become numbers, the rest stays text."""
     for kind in (int, float):
@@ -251,28 +165,27 @@ def _number(text: str) -> Any:
     return {"True": True, "False": False}.get(text, text)
 
 
-def _reason(tags: dict[str, str], status: Status) -> str | None:
-    if Tag.STATUS in tags:
-        return tags.get(Tag.REASON)
-    return tags.get(LEGACY_INFEASIBLE) if status is Status.INFEASIBLE else None
+def _seed(run: Any) -> int | None:
+    return trial_seed(run.data.tags, run.data.params)
 
 
 def _trial_row(run: Any) -> dict[str, Any]:
     tags = run.data.tags
     try:
         status = trial_status(tags, run.info.status)
+        seed = _seed(run)
     except ValueError as err:
         raise ValueError(f"run {run.info.run_id}: {err}") from None
     step = tags.get(Tag.STATUS_STEP)
     return {
         "run_id": run.info.run_id,
         "status": status.value,
-        "reason": _reason(tags, status),
+        "reason": trial_reason(tags, status),
         "status_step": None if step is None else int(step),
         "run_status": run.info.status,
         "key": tags[Tag.TRIAL_KEY],
         "arm": tags[Tag.ARM],
-        "seed": run_seed(run),
+        "seed": seed,
         # Where the trial ran and with what: not recorded on every trial (an infeasible one
         # never reached a node), so missing, never an empty string, where absent.
         "node": tags.get(Tag.NODE),

@@ -5,7 +5,7 @@ What makes two trials the same arm is their configuration, never their names: a 
 names are its own (``standard`` in one sweep, ``standard/n_layers=4`` in another, or one name
 for two configurations). A configuration keeps the name its trials carry where that name is
 unambiguous across the sweeps; otherwise its arm is named by its values on the axes that vary
-(``reports.ablation.with_arms``).
+(``reports.normalize.with_arms``, when the merged ``SweepData`` is built).
 
 A trial recorded more than once (the same run read through two copies of a store, or the same
 configuration and seed in a sweep and its extension) counts once, so a sweep reported together
@@ -24,8 +24,9 @@ import pandas as pd
 
 from record.redact import redact
 from record.schema import SETTLED
-from reports.ablation import PARAM_PREFIXES, SEED_KEY, WIRING_KEYS
-from reports.load import SweepData
+from reports.ablation import WIRING_KEYS
+from reports.normalize import PARAM_PREFIXES, SEED_KEY
+from reports.sweep import SweepData
 
 SWEEP_COLUMN = "sweep"  # on merged trials and parents: the sweep(s) a row came from
 SOURCES_SEP = ", "  # between the sweeps that hold one trial
@@ -136,7 +137,7 @@ def config_columns(trials: pd.DataFrame) -> list[str]:
 def _arms_by_configuration(trials: pd.DataFrame) -> pd.DataFrame:
     """Each configuration's trials share one arm name: the name they carry when every trial
     of the configuration carries it and no other configuration does; otherwise none, so that
-    ``with_arms`` names the arm by its varied values."""
+    the normalize step names the arm by its varied values."""
     if trials.empty:
         return trials
     config = trials[config_columns(trials)].astype(str).agg("\x1f".join, axis=1)

@@ -6,13 +6,9 @@ names, and ``latest`` leaves those out."""
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Literal, get_args
 
-if TYPE_CHECKING:  # the CLI reads PLAN_CHOICES for its --help: no pandas at import
-    from reports.load import SweepData
-
-PlanChoice = Literal["all", "latest"]
-PLAN_CHOICES: tuple[str, ...] = get_args(PlanChoice)
+# The CLI reads PLAN_CHOICES for its --help: reports.sweep loads no pandas at import.
+from reports.sweep import PLAN_CHOICES, SweepData
 
 
 def select_plan(data: SweepData, choice: str) -> SweepData:

@@ -8,6 +8,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from reports.normalize import recorded
+
 # The AttnRes design switches at the paper's choice, as recorded parameters: the defaults of
 # trainers.config.ATTNRES_SWITCHES, repeated because reports import no trainers (a test keeps the
 # two equal).
@@ -22,11 +24,11 @@ ATTNRES_DEFAULTS = {
 
 def attnres_switches(params: Mapping[str, object]) -> dict[str, str]:
     """The AttnRes design switches a configuration sets away from the paper's choice, by short
-    name (``{"gate": "sigmoid"}``); runs recorded before the switches existed have none."""
+    name (``{"gate": "sigmoid"}``)."""
     out = {}
     for key, default in ATTNRES_DEFAULTS.items():
-        value = str(params.get(key, default))
-        if value not in (default, "nan", "None"):
+        value = str(recorded(params, key, default))
+        if value != default:
             out[key.removeprefix("model.attnres_")] = value
     return out
 

@@ -16,12 +16,13 @@ from collections.abc import Callable
 import pandas as pd
 
 from record.schema import BEST_VAL_LOSS, Metric, Status
-from reports.ablation import PARAM_PREFIXES, ArmRow, arm_rows, with_arms
-from reports.load import TRIAL_COLUMNS, SweepData
+from reports.ablation import ArmRow
+from reports.document import DataFile
 from reports.merge import SWEEP_COLUMN
-from reports.outcomes import comparable, configured
+from reports.normalize import PARAM_PREFIXES
 from reports.sections.cost import ArmCost, arm_costs
 from reports.stats import Interval
+from reports.sweep import TRIAL_COLUMNS, SweepData
 
 TRIALS_FILE = "trials.csv"
 ARMS_FILE = "arms.csv"
@@ -44,13 +45,12 @@ COST_COLUMNS = (
 )
 
 
-def csv_files(data: SweepData, baseline: str | None = None) -> dict[str, bytes]:
-    """``trials.csv`` and ``arms.csv``, keyed by file name. Raises ValueError for an unknown
-    ``baseline`` arm."""
-    return {
-        TRIALS_FILE: _csv(trial_table(data)),
-        ARMS_FILE: _csv(arm_table(data, baseline)),
-    }
+def csv_files(data: SweepData, rows: list[ArmRow]) -> tuple[DataFile, ...]:
+    """``trials.csv``, and ``arms.csv`` of the results table's ``rows`` (``arm_rows``)."""
+    return (
+        DataFile(TRIALS_FILE, _csv(trial_table(data))),
+        DataFile(ARMS_FILE, _csv(arm_table(data, rows))),
+    )
 
 
 def _csv(frame: pd.DataFrame) -> bytes:
@@ -61,7 +61,7 @@ def _csv(frame: pd.DataFrame) -> bytes:
 def trial_table(data: SweepData) -> pd.DataFrame:
     """One row per trial: the sweep, the record's identity and status columns, then every param
     (dotted config names), then every metric (its latest value, under its MLflow name)."""
-    trials = with_arms(data.trials)
+    trials = data.view.labelled
     first = [c for c in TRIAL_COLUMNS if c in trials]
     rest = [c for c in trials.columns if c not in first]
     params = sorted(c for c in rest if c.startswith(PARAM_PREFIXES))
@@ -73,16 +73,15 @@ def trial_table(data: SweepData) -> pd.DataFrame:
     return table
 
 
-def arm_table(data: SweepData, baseline: str | None = None) -> pd.DataFrame:
-    """One row per arm that trained, in the results table's order: trials per status, each loss's
-    mean, standard deviation and 95% interval over the finished seeds, the comparison with the
-    baseline, and the mean cost figures."""
-    rows = arm_rows(data.trials, baseline)
+def arm_table(data: SweepData, rows: list[ArmRow]) -> pd.DataFrame:
+    """One row per arm of the results table's ``rows`` (``arm_rows``), in its order: trials per
+    status, each loss's mean, standard deviation and 95% interval over the finished seeds, the
+    comparison with the baseline, and the mean cost figures."""
     columns = _arm_columns()
     if not rows:
         return pd.DataFrame(columns=columns)
-    done = {str(a): g for a, g in comparable(configured(with_arms(data.trials))).groupby("arm")}
-    costs = arm_costs(data.trials, rows)
+    done = {str(a): g for a, g in data.view.comparable.groupby("arm")}
+    costs = arm_costs(data.view, rows)
     records = [
         _arm_record(r, c, done.get(r.arm, pd.DataFrame())) for r, c in zip(rows, costs, strict=True)
     ]

@@ -5,8 +5,8 @@ and only then renamed into place; a previous report is moved aside first and del
 render that fails half-way leaves ``out`` as it was and removes its temporary folder.
 
 Formats: ``html`` (one self-contained page), ``md`` (Markdown, PNG figures), ``tex`` (LaTeX,
-PDF figures) and ``csv`` (the tidy ``trials.csv`` and ``arms.csv``, made from the sweep's data
-rather than the document).
+PDF figures) and ``csv`` (the tidy ``trials.csv`` and ``arms.csv`` that ``reports.build`` put in
+the document). Nothing here computes a number: it renders the document and writes the files.
 """
 
 from __future__ import annotations
@@ -16,15 +16,11 @@ import shutil
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from reports.document import Document
 from reports.render_html import render_html
 from reports.render_md import render_markdown
 from reports.render_tex import render_tex
-
-if TYPE_CHECKING:
-    from reports.load import SweepData
 
 FORMATS = ("html", "md", "tex", "csv")
 HTML_FILE = "report.html"
@@ -39,28 +35,28 @@ def write_report(
     doc: Document,
     out: Path,
     formats: Sequence[str],
-    data: SweepData | None = None,
-    baseline: str | None = None,
+    data: object = None,
+    baseline: object = None,
 ) -> list[Path]:
     """Write ``report.html``, ``report.md`` (+ ``figures/*.png``), ``report.tex`` (+
-    ``figures/*.pdf``) and/or ``trials.csv`` + ``arms.csv`` as the folder ``out``. The CSV files
-    come from ``data`` (with ``baseline``, the arm the document's comparisons used), which the
-    ``csv`` format needs.
+    ``figures/*.pdf``) and/or ``trials.csv`` + ``arms.csv`` (the document's data files) as the
+    folder ``out``. ``data`` and ``baseline`` are not read (the document holds its tables); they
+    stay for ``nas report``, which still passes them.
 
     Returns the written files (under ``out``). Raises ValueError, one line, when ``out`` cannot be
     created or written, or when it is an existing folder holding something other than a report:
     replacing it would delete files this function did not write.
     """
     wanted = _check_formats(formats)
-    if "csv" in wanted and data is None:
-        raise ValueError("format csv: needs the sweep's data, not only its document")
+    if "csv" in wanted and not doc.data_files:
+        raise ValueError("format csv: this document holds no tables (build_report makes them)")
     out = Path(out).resolve()
     _check_replaceable(out)
     _make_parent(out)
     staging = _staging_dir(out)
     try:
         try:
-            relative = _build(doc, staging, wanted, data, baseline)
+            relative = _write(doc, staging, wanted)
         except OSError as err:
             raise _unwritable(out, _reason(err)) from None
         _swap_in(staging, out)
@@ -131,17 +127,11 @@ def _staging_dir(out: Path) -> Path:
     return staging
 
 
-def _build(
-    doc: Document,
-    staging: Path,
-    formats: tuple[str, ...],
-    data: SweepData | None,
-    baseline: str | None,
-) -> list[Path]:
+def _write(doc: Document, staging: Path, formats: tuple[str, ...]) -> list[Path]:
     """Render each format and write its files into ``staging``; the relative paths written."""
     written: list[str] = []
     for fmt in formats:
-        files = _tables(data, baseline) if fmt == "csv" else _render(doc, fmt)
+        files = _render(doc, fmt)
         for rel, content in files.items():
             path = staging / rel
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -152,6 +142,8 @@ def _build(
 
 def _render(doc: Document, fmt: str) -> dict[str, bytes]:
     """One format's files, keyed by path relative to the report folder."""
+    if fmt == "csv":
+        return {f.name: f.content for f in doc.data_files}
     if fmt == "html":
         return {HTML_FILE: render_html(doc).encode("utf-8")}
     if fmt == "tex":
@@ -159,13 +151,6 @@ def _render(doc: Document, fmt: str) -> dict[str, bytes]:
         return {TEX_FILE: text.encode("utf-8"), **figures}
     text, figures = render_markdown(doc, FIGURE_DIR)
     return {MD_FILE: text.encode("utf-8"), **figures}
-
-
-def _tables(data: SweepData | None, baseline: str | None) -> dict[str, bytes]:
-    from reports.tidy import csv_files  # pandas: only when csv is asked for
-
-    assert data is not None  # write_report checked
-    return csv_files(data, baseline)
 
 
 def _swap_in(staging: Path, out: Path) -> None:

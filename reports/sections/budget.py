@@ -15,10 +15,9 @@ from reports import figures
 from reports.ablation import DEPTH_KEY, wiring_label
 from reports.compute import MIN_DISTINCT_COMPUTE, Cells, frontier_advantage, frontier_points
 from reports.document import Figure, Paragraph, Section, Table
-from reports.load import SweepData
-from reports.outcomes import comparable
 from reports.published import COMPUTE_MULTIPLIER
 from reports.stats import mean_ci
+from reports.sweep import SweepData
 
 BUDGET_KEY = "train.target_flops"
 Frontier = dict[float, tuple[int, float]]  # budget -> (best depth, its mean loss)
@@ -44,7 +43,7 @@ MULTIPLIER_COLUMNS = (
 def budget_section(data: SweepData) -> Section | None:
     """Where finished trials carry a FLOP budget: the iso-FLOP table and figure, the frontier
     per wiring, and the matched-FLOP compute multiplier of each wiring over the baseline."""
-    runs = budgeted(comparable(data.trials))
+    runs = budgeted(data.view.comparable)
     if runs.empty:
         return None
     cells = {str(w): _cells(g) for w, g in runs.groupby("wiring")}

@@ -15,11 +15,11 @@ from dataclasses import dataclass
 import pandas as pd
 
 from record.schema import Metric
-from reports.ablation import ArmRow, with_arms
+from reports.ablation import ArmRow
 from reports.document import Paragraph, Section, Table
-from reports.load import SweepData
-from reports.outcomes import comparable, configured
+from reports.normalize import TrialView
 from reports.sections.cells import fmt
+from reports.sweep import SweepData
 
 COLUMNS = (
     "arm",
@@ -53,35 +53,21 @@ class ArmCost:
 
 
 def _mean(frame: pd.DataFrame, column: str) -> float:
-    """The mean over the trials that recorded ``column`` (older records lack it): NaN if none."""
+    """The mean over the trials that recorded ``column``: NaN if none."""
     if column not in frame:
         return math.nan
     values = pd.to_numeric(frame[column], errors="coerce").dropna()
     return float(values.mean()) if len(values) else math.nan
 
 
-def _with_step_ms(trials: pd.DataFrame) -> pd.DataFrame:
-    """Milliseconds per training step over the steps the last attempt trained and timed
-    (``final/timed_steps``); records from before that metric divide by every step, which is
-    the same unless the trial was resumed."""
-    if Metric.FINAL_STEP_S not in trials or Metric.FINAL_STEPS not in trials:
-        return trials.assign(**{STEP_MS: math.nan})
-    steps = pd.to_numeric(trials[Metric.FINAL_STEPS], errors="coerce")
-    if Metric.FINAL_TIMED_STEPS in trials:
-        timed = pd.to_numeric(trials[Metric.FINAL_TIMED_STEPS], errors="coerce")
-        steps = timed.where(timed.notna(), steps)
-    per_step = 1000 * pd.to_numeric(trials[Metric.FINAL_STEP_S], errors="coerce") / steps
-    return trials.assign(**{STEP_MS: per_step.where(steps > 0)})
-
-
-def arm_costs(trials: pd.DataFrame, rows: list[ArmRow]) -> list[ArmCost]:
+def arm_costs(view: TrialView, rows: list[ArmRow]) -> list[ArmCost]:
     """The cost of each arm of ``rows`` (the results table's, in its order), over the same
     finished trials its statistics use."""
-    labelled = _with_step_ms(configured(with_arms(trials)))
-    groups = {str(arm): comparable(g) for arm, g in labelled.groupby("arm")}
+    finished = view.comparable.assign(**{STEP_MS: view.step_ms})
+    groups = {str(arm): g for arm, g in finished.groupby("arm")}
     out = []
     for row in rows:
-        done = groups.get(row.arm, labelled.iloc[:0])
+        done = groups.get(row.arm, finished.iloc[:0])
         out.append(
             ArmCost(
                 arm=row.arm,
@@ -135,9 +121,9 @@ def sweep_total(trials: pd.DataFrame) -> dict[str, float]:
     return {str(u): float(h) for u, h in recorded.groupby("_unit")["_hours"].sum().items()}
 
 
-def _total_note(trials: pd.DataFrame) -> Paragraph:
-    total = sweep_total(trials)
-    ran = configured(trials)
+def _total_note(view: TrialView) -> Paragraph:
+    total = sweep_total(view.labelled)
+    ran = view.configured
     recorded = (
         int(pd.to_numeric(ran[Metric.FINAL_DEVICE_HOURS], errors="coerce").notna().sum())
         if Metric.FINAL_DEVICE_HOURS in ran
@@ -165,14 +151,14 @@ def cost_section(data: SweepData, rows: list[ArmRow]) -> Section | None:
     """Each arm of the results table with its cost and overheads, and the sweep's total."""
     if not rows:
         return None
-    costs = arm_costs(data.trials, rows)
+    costs = arm_costs(data.view, rows)
     by_arm = {c.arm: c for c in costs}
     nvml = any(math.isfinite(c.gpu_util) for c in costs)
     body = tuple(_cells(c, by_arm.get(c.baseline or ""), nvml) for c in costs)
     highlight = tuple(i for i, c in enumerate(costs) if c.baseline == c.arm)
     caption = "means over each arm's finished seeds, in the results table's order"
     table = Table(COLUMNS + (NVML_COLUMNS if nvml else ()), body, caption, highlight)
-    sources = _sources(configured(data.trials))
+    sources = _sources(data.view.configured)
     notes = [
         Paragraph(
             "time × and mem × are the arm's step time (time inside training steps per step) "
@@ -187,7 +173,7 @@ def cost_section(data: SweepData, rows: list[ArmRow]) -> Section | None:
             "core-hours on a CPU (its threads). — : not recorded (a trial recorded before "
             "the harness measured cost)."
         ),
-        _total_note(data.trials),
+        _total_note(data.view),
         *_impossible_mfu(costs),
     ]
     return Section("Cost", (table, *notes))

@@ -6,15 +6,15 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from reports.ablation import AxisEffect, axis_effect, varied_axes
+from reports.ablation import AxisEffect, axis_effect
 from reports.document import Paragraph, Section, Table
-from reports.load import SweepData
-from reports.outcomes import with_outcome
+from reports.normalize import varied_axes
 from reports.sections.cells import MAX_ROWS, fmt
+from reports.sweep import SweepData
 
 
 def axis_effects(data: SweepData) -> Section | None:
-    ran = with_outcome(data.trials)
+    ran = data.view.outcome
     axes = varied_axes(ran) if not ran.empty else []
     if not axes:
         return None
@@ -28,7 +28,7 @@ def axis_effects(data: SweepData) -> Section | None:
         )
     ]
     for axis in axes:
-        blocks.append(_table(axis_effect(ran, axis), axis))
+        blocks.append(_table(axis_effect(data.view, axis), axis))
     return Section("One-axis effects", tuple(blocks))
 
 

@@ -7,13 +7,14 @@ from typing import Any
 
 from reports import figures
 from reports.document import Figure, Section
-from reports.load import SweepData
+from reports.sweep import SweepData
 
 
 def figure_section(data: SweepData) -> Section | None:
     blocks: list[Any] = []
-    spread = figures.spread_caption(data.trials)
-    curves = figures.loss_curves(data.trials, data.curves)
+    done = data.view.comparable
+    spread = figures.spread_caption(done)
+    curves = figures.loss_curves(done, data.curves)
     if curves:
         blocks.append(
             Figure(
@@ -23,7 +24,7 @@ def figure_section(data: SweepData) -> Section | None:
                 curves.pdf,
             )
         )
-    depth = figures.depth_scaling(data.trials)
+    depth = figures.depth_scaling(data.view)
     if depth:
         blocks.append(
             Figure(
@@ -35,7 +36,7 @@ def figure_section(data: SweepData) -> Section | None:
                 depth.pdf,
             )
         )
-    profile = figures.dilution_profiles(data.trials, data.profiles)
+    profile = figures.dilution_profiles(done, data.profiles)
     if profile:
         blocks.append(
             Figure(
@@ -47,9 +48,7 @@ def figure_section(data: SweepData) -> Section | None:
                 profile.pdf,
             )
         )
-    for i, (arm, image) in enumerate(
-        figures.depth_weight_heatmaps(data.trials, data.depth_weights)
-    ):
+    for i, (arm, image) in enumerate(figures.depth_weight_heatmaps(done, data.depth_weights)):
         blocks.append(
             Figure(
                 f"depth_weights_{i}",

@@ -13,10 +13,10 @@ import pandas as pd
 from record.redact import redact
 from record.schema import COMPARABLE, Status
 from reports.document import Paragraph, Section, Table
-from reports.load import SweepData
 from reports.merge import SWEEP_COLUMN, separating_keys, sweeps_holding
 from reports.outcomes import WORDS, counts
 from reports.sections.cells import MAX_ROWS
+from reports.sweep import SweepData
 
 # Why a trial has this status, where its run does not say (an old record, or a status that
 # carries no reason).

@@ -9,10 +9,8 @@ import pandas as pd
 
 from record.schema import Metric
 from reports import figures
-from reports.ablation import RESIDUAL_KEY, ArmRow, with_arms
+from reports.ablation import RESIDUAL_KEY, ArmRow
 from reports.document import Paragraph, Section, Table
-from reports.load import SweepData
-from reports.outcomes import comparable, configured
 from reports.published import (
     TABLE2,
     TABLE2_COLUMNS,
@@ -22,12 +20,13 @@ from reports.published import (
 )
 from reports.sections.cells import fmt, fmt_ci, fmt_diff, upper
 from reports.stats import Interval, mean_ci
+from reports.sweep import SweepData
 
 ATTNRES = ("attnres", "block_attnres")
 
 
 def reference_section(data: SweepData, rows: list[ArmRow]) -> Section:
-    done = configured(with_arms(data.trials))
+    done = data.view.configured
     residual_of = dict(zip(done["arm"], done.get(RESIDUAL_KEY, pd.Series(dtype=str)), strict=False))
     blocks: list[Any] = [
         Paragraph(
@@ -119,7 +118,7 @@ def _summary(g: pd.DataFrame, name: str) -> Interval:
 def _profile_findings(data: SweepData) -> list[Paragraph]:
     """The paper's Fig. 5 shapes, checked against each residual type's dilution summaries at the
     deepest setting."""
-    done = figures.deepest(comparable(with_arms(data.trials)))
+    done = figures.deepest(data.view.comparable)
     if done.empty or DILUTION["output_growth"] not in done:
         return []
     lines = [

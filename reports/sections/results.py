@@ -9,13 +9,13 @@ from collections.abc import Callable
 import pandas as pd
 
 from record.schema import Status
-from reports.ablation import ArmRow, arm_rows, partitions, with_arms
+from reports.ablation import ArmRow, arm_rows, partitions
 from reports.document import Paragraph, Section, Table
-from reports.load import SweepData
 from reports.merge import SOURCES_SEP, SWEEP_COLUMN, sweeps_holding
-from reports.outcomes import configured, describe
+from reports.outcomes import describe
 from reports.sections.cells import fmt, fmt_ci, fmt_diff
 from reports.stats import Interval
+from reports.sweep import SweepData
 
 COLUMNS = (
     "arm",
@@ -41,7 +41,7 @@ LOSS_COLUMNS: dict[str, Callable[[ArmRow], Interval]] = {
 
 
 def main_table(data: SweepData, baseline: str | None) -> tuple[Section, list[ArmRow]]:
-    rows = arm_rows(data.trials, baseline)
+    rows = arm_rows(data.view, baseline)
     if not rows:
         return Section("Results", (Paragraph("No trial has trained yet.", "warning"),)), rows
     highlight = tuple(i for i, r in enumerate(rows) if r.baseline == r.arm)
@@ -49,18 +49,18 @@ def main_table(data: SweepData, baseline: str | None) -> tuple[Section, list[Arm
     cells = [_cells(r) for r in rows]
     best = _best_cells(rows)
     if data.sweeps:  # several sweeps: where each arm's trials came from
-        where = _sweeps_of(data.trials, data.sweeps)
+        where = _sweeps_of(data.view.configured, data.sweeps)
         columns = (COLUMNS[0], "sweeps", *COLUMNS[1:])
         cells = [(c[0], where.get(r.arm, "—"), *c[1:]) for r, c in zip(rows, cells, strict=True)]
         best = tuple((i, j + 1 if j > 0 else j) for i, j in best)
     table = Table(columns, tuple(cells), _caption(rows), highlight, best)
-    notes = _notes(rows) + _partition_notes(partitions(configured(with_arms(data.trials))))
+    notes = _notes(rows) + _partition_notes(partitions(data.view.configured))
     return Section("Results", (table, *notes)), rows
 
 
-def _sweeps_of(trials: pd.DataFrame, order: tuple[str, ...]) -> dict[str, str]:
-    """arm -> the sweeps its trials came from, in the report's order of sweeps."""
-    labelled = sweeps_holding(configured(with_arms(trials)))
+def _sweeps_of(configured: pd.DataFrame, order: tuple[str, ...]) -> dict[str, str]:
+    """arm -> the sweeps its (configured) trials came from, in the report's order of sweeps."""
+    labelled = sweeps_holding(configured)
     return {
         str(arm): SOURCES_SEP.join(s for s in order if s in set(g[SWEEP_COLUMN]))
         for arm, g in labelled.groupby("arm", sort=False)

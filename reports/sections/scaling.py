@@ -17,10 +17,10 @@ from reports.ablation import DEPTH_KEY, wiring_label
 from reports.compute import MIN_DISTINCT_COMPUTE, Trend, compute_advantage, scaling_trend
 from reports.document import Figure, Paragraph, Section, Table
 from reports.flops import recorded_flops, trial_flops
-from reports.load import SweepData
-from reports.outcomes import comparable, diverged, with_outcome
+from reports.outcomes import diverged
 from reports.published import COMPUTE_MULTIPLIER
 from reports.sections.cells import fmt
+from reports.sweep import SweepData
 
 LOSS = Metric.FINAL_VAL_LOSS
 COLUMNS = (
@@ -38,7 +38,7 @@ def compute_section(data: SweepData) -> Section | None:
     """Where the sweep spans model sizes: L = A * C^-alpha per wiring and, where defined, the
     compute multiplier at which the baseline would match each variant (the paper's 1.25x form,
     from these runs)."""
-    groups = _groups(comparable(data.trials))
+    groups = _groups(data.view.comparable)
     base = next((w for w in groups if w.startswith("standard/pre")), None)
     if base is None or len(groups) < 2:
         return None
@@ -62,7 +62,7 @@ def compute_section(data: SweepData) -> Section | None:
     estimated = _estimated(groups)
     if estimated:
         blocks.append(Paragraph(estimated, "note"))
-    lost = int(diverged(with_outcome(data.trials)).sum())
+    lost = int(diverged(data.view.outcome).sum())
     if lost:
         blocks.append(
             Paragraph(

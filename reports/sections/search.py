@@ -7,19 +7,18 @@ from typing import Any
 
 from record.schema import FINAL_OF, Metric
 from reports import figures
-from reports.ablation import varied_axes, with_arms
 from reports.document import Figure, Paragraph, Section, Table
 from reports.importance import importance
-from reports.load import SweepData
-from reports.outcomes import comparable
+from reports.normalize import varied_axes
 from reports.sections.cells import fmt
+from reports.sweep import SweepData
 
 
 def search_section(data: SweepData) -> Section | None:
     space = data.space or {}
     if space.get("kind") != "search":
         return None
-    done = comparable(with_arms(data.trials))
+    done = data.view.comparable
     if done.empty:
         return Section("Search", (Paragraph("No trial has finished yet.", "warning"),))
     objectives = space.get("objectives") or [{"metric": Metric.VAL_LOSS, "mode": "min"}]

@@ -21,9 +21,9 @@ from typing import Any
 
 import pytest
 
-from nas.tracking_server import TrackingServer
 from record.schema import PROFILE_FOLDER, Metric, Status, Tag
 from tests.ray_cluster import BIN, free_port, node_args, pids_naming, stop
+from tests.tracking_server import TrackingServer
 
 
 @pytest.fixture

@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from nas.outbox import JOURNAL_FOLDER, OUTAGE_ENV
-from nas.tracking_server import TrackingServer
 from record.schema import RUN_STATUS, Metric, Status, Tag
 from tests.ray_cluster import shared_env
+from tests.tracking_server import TrackingServer
 
 # (max_steps, val_every). Long enough that both trials of the two-driver test are still training
 # when the server goes, whatever the skew between their starts (a step is 10-100 ms here); the

@@ -33,7 +33,7 @@ def test_depth_figure_shows_divergence_rate_per_depth() -> None:
         trial("attnres", s, None, Status.DIVERGED, "nan", model__n_layers=16, **attnres)
         for s in range(2)
     ]
-    fig = draw_depth_scaling(sweep(rows).trials)
+    fig = draw_depth_scaling(sweep(rows).view)
     loss_ax, rate_ax = fig.axes[:2]
     rates = _lines(rate_ax)
     assert list(rates["attnres/pre"][0]) == [4, 8, 16]
@@ -67,7 +67,7 @@ def _band_extent(losses: list[np.ndarray]) -> list[tuple[float, float]]:
         for n, values in zip((4, 8), losses, strict=True)
         for s, v in enumerate(values)
     ]
-    loss_ax = draw_depth_scaling(sweep(rows).trials).axes[0]
+    loss_ax = draw_depth_scaling(sweep(rows).view).axes[0]
     (band,) = loss_ax.collections
     ys = band.get_paths()[0].vertices[:, 1]
     xs = band.get_paths()[0].vertices[:, 0]
@@ -85,7 +85,7 @@ def test_two_seeds_are_drawn_as_their_range_three_as_an_interval() -> None:
         assert (low, high) == pytest.approx((ci.mean - ci.half_width, ci.mean + ci.half_width))
         assert low < values.min()  # wider than the range: the interval, not the seeds
     captions = [
-        spread_caption(sweep([trial("standard", s, 3.0) for s in range(n)]).trials)
+        spread_caption(sweep([trial("standard", s, 3.0) for s in range(n)]).view.comparable)
         for n in (1, 2, 3)
     ]
     assert "no band" in captions[0]

@@ -12,8 +12,9 @@ import pandas as pd
 import pytest
 
 from record.read import list_sweeps
-from record.schema import PLANS_FOLDER, ROLE_SWEEP, ROLE_TRIAL, Status, Tag
-from reports.load import LEGACY_INFEASIBLE, load_sweep, trial_status
+from record.schema import LEGACY_INFEASIBLE, PLANS_FOLDER, ROLE_SWEEP, ROLE_TRIAL, Status, Tag
+from reports.load import load_sweep
+from reports.normalize import trial_status
 from tests.cli import run_nas as _nas
 
 

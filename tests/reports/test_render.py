@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import dataclasses
 import re
 import struct
 import zlib
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import reports.write
-from reports.document import Document, Figure, Paragraph, Section, Table
+from reports.document import DataFile, Document, Figure, Paragraph, Section, Table
 from reports.render_html import render_html, section_ids
 from reports.render_md import render_markdown
 from reports.write import write_report
@@ -222,3 +223,24 @@ def test_write_report_rejects_unknown_formats(tmp_path: Path) -> None:
         with pytest.raises(ValueError, match="one or more of html, md"):
             write_report(sample_doc(), tmp_path / "r", formats)
     assert not any(tmp_path.iterdir())
+
+
+def test_write_report_writes_the_documents_data_files_as_they_are(tmp_path: Path) -> None:
+    """The csv format writes the document's data files byte for byte and computes nothing; a
+    document without them is refused in one line before anything is written."""
+    files = (DataFile("trials.csv", b"run_id\nr1\n"), DataFile("arms.csv", b"arm\na\n"))
+    doc = dataclasses.replace(sample_doc(), data_files=files)
+    written = write_report(doc, tmp_path / "r", ["csv"])
+    assert {p.name: p.read_bytes() for p in written} == {f.name: f.content for f in files}
+    with pytest.raises(ValueError, match=r"^format csv: this document holds no tables"):
+        write_report(sample_doc(), tmp_path / "s", ["csv"])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r"]
+
+
+def test_a_data_file_name_is_a_csv_file_name() -> None:
+    """A data file becomes a file in the report folder: its name is a plain ``.csv`` stem."""
+    for name in ("../x.csv", "trials.txt", "a b.csv"):
+        with pytest.raises(ValueError, match="DataFile name"):
+            DataFile(name, b"")
+    with pytest.raises(ValueError, match="data files named twice"):
+        Document("t", (), data_files=(DataFile("a.csv", b""), DataFile("a.csv", b"")))

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from record.schema import Status
-from reports.ablation import arm_rows, with_arms
+from reports.ablation import arm_rows
 from reports.build import build_report
 from reports.load import SweepData as LoadedSweep
 from reports.load import load_sweep
@@ -198,10 +198,10 @@ def test_a_sweep_reported_with_its_extension_gives_the_extended_table(
     assert len(before.trials) == 2 and len(after.trials) == 4
     merged = merge_sweeps([before, after])
     assert len(merged.trials) == 4 and merged.trials["run_id"].is_unique
-    assert arm_rows(merged.trials) == arm_rows(after.trials)
+    assert arm_rows(merged.view) == arm_rows(after.view)
     # recorded twice under different run ids (a copied sweep): still each configuration and
     # seed once
-    assert arm_rows(merge_sweeps([after, _again(after, "copy")]).trials) == arm_rows(after.trials)
+    assert arm_rows(merge_sweeps([after, _again(after, "copy")]).view) == arm_rows(after.view)
 
     out = tmp_path / "both"
     proc = _nas(root, "report", f"smoke@{early}", f"smoke@{uri}", "--format", "md",
@@ -224,9 +224,9 @@ def test_sweeps_that_ran_different_lengths_are_never_paired(swept: tuple[Path, s
     data = load_sweep(swept[1], "smoke")
     longer = _again(data, "longer", **{"train.max_steps": 999, "key": data.trials["key"] + "L"})
     merged = merge_sweeps([data, longer])
-    rows = arm_rows(merged.trials)
+    rows = arm_rows(merged.view)
     assert len(rows) == 4
-    steps = {a: str(s) for a, s in with_arms(merged.trials)[["arm", "train.max_steps"]].values}
+    steps = {a: str(s) for a, s in merged.view.labelled[["arm", "train.max_steps"]].values}
     for row in rows:
         assert row.baseline is not None and steps[row.baseline] == steps[row.arm], row
     assert separating_keys(merged.trials) == {
@@ -247,7 +247,7 @@ def test_arms_are_matched_by_configuration_not_by_name(swept: tuple[Path, str]) 
         seed=data.trials["seed"] + 10,
         key=data.trials["key"] + "R",
     )
-    rows = arm_rows(merge_sweeps([data, renamed]).trials)
+    rows = arm_rows(merge_sweeps([data, renamed]).view)
     assert len(rows) == 2 and all(len(r.seeds) == 4 for r in rows), rows
     assert {r.seeds for r in rows} == {(0, 1, 10, 11)}
 

@@ -1,0 +1,179 @@
+"""The one step between the record and the report: every difference between what one version of
+the harness recorded and what the next one does is read here, and the trial frame the sections
+read is derived here once (``TrialView``), so that no section labels arms, selects the trials it
+counts or fills in what an old record lacks.
+
+Record versions (the ``nas.schema_version`` tag on each run, ``RECORD_VERSION`` when written):
+
+- **1** (no tag: written before the tag existed). A trial may lack ``nas.status`` (derived from
+  the legacy infeasible tag and the MLflow run status) and ``nas.seed`` (the ``train.seed``
+  param). Its configuration may lack the fields that came later (``FIELD_DEFAULTS``): such a
+  run ran the field's default.
+- **2**: every settled trial carries its status, seed and reason. A trial that has not ended
+  yet carries no status, whatever its version: the MLflow run status says how it stands.
+
+A frame keeps a missing field missing (NaN), as recorded: which fields vary, and so the arms'
+labels, are read from the record as it is. The defaults apply where a label or a baseline is
+read from one trial (``recorded``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from record.schema import LEGACY_INFEASIBLE, Metric, Status, Tag
+from reports.outcomes import comparable, configured, with_outcome
+
+FIRST_VERSION = 1  # a run without Tag.SCHEMA_VERSION
+PARAM_PREFIXES = ("model.", "train.", "data.")
+SEED_KEY = "train.seed"
+# The MLflow status a trial run without ``nas.status`` is in -> the trial status it means.
+LEGACY_STATUS = {
+    "FINISHED": Status.FINISHED,
+    "FAILED": Status.FAILED,
+    "KILLED": Status.KILLED,
+    "RUNNING": Status.KILLED,  # the driver exited without closing it: interrupted
+    "SCHEDULED": Status.KILLED,
+}
+# The value a version-1 record ran for a field it holds none for (the field came later, with
+# this default); LAuReL-LR ran rank 16 and DenseFormer 1x1 before their options existed.
+FIELD_DEFAULTS: dict[str, object] = {
+    "model.norm_scaling": "none",
+    "model.attention": "standard",
+    "model.laurel_rank": 16,
+    "model.dense_dilation": 1,
+    "model.dense_period": 1,
+}
+_UNRECORDED = ("nan", "None")  # a missing value once it has been through str()
+
+
+def record_version(tags: Mapping[str, str]) -> int:
+    """The schema version a run was recorded with (``FIRST_VERSION`` where it carries none)."""
+    text = tags.get(Tag.SCHEMA_VERSION)
+    if text is None:
+        return FIRST_VERSION
+    try:
+        return int(text)
+    except ValueError:
+        raise ValueError(f"{Tag.SCHEMA_VERSION} {text!r}: not a version number") from None
+
+
+def trial_status(tags: Mapping[str, str], run_status: str) -> Status:
+    """A trial's ``Status``: its ``nas.status`` tag; without one (a version-1 record, or a trial
+    not ended yet), the legacy infeasible tag of a version-1 record, else the MLflow run
+    status."""
+    if Tag.STATUS in tags:
+        try:
+            return Status(tags[Tag.STATUS])
+        except ValueError:
+            valid = ", ".join(s.value for s in Status)
+            raise ValueError(
+                f"{Tag.STATUS} {tags[Tag.STATUS]!r}: unknown; valid: {valid}"
+            ) from None
+    if record_version(tags) == FIRST_VERSION and tags.get(LEGACY_INFEASIBLE):
+        return Status.INFEASIBLE
+    return LEGACY_STATUS.get(run_status, Status.KILLED)
+
+
+def trial_seed(tags: Mapping[str, str], params: Mapping[str, str]) -> int | None:
+    """The seed tag; for a version-1 record without one, its ``train.seed`` param, where any."""
+    text = tags.get(Tag.SEED)
+    if text is None and record_version(tags) == FIRST_VERSION:
+        text = params.get(SEED_KEY)
+    return None if text is None else int(text)
+
+
+def trial_reason(tags: Mapping[str, str], status: Status) -> str | None:
+    """Why the trial ended as it did: its reason tag, or a version-1 infeasible trial's legacy
+    tag (which held the reason)."""
+    if Tag.STATUS in tags:
+        return tags.get(Tag.REASON)
+    return tags.get(LEGACY_INFEASIBLE) if status is Status.INFEASIBLE else None
+
+
+def recorded(row: Mapping[str, Any], key: str, default: object | None = None) -> object:
+    """A trial's value for config field ``key``, or where its record holds none (a field newer
+    than the record) the default that run ran: ``default``, else ``FIELD_DEFAULTS[key]``."""
+    value = row.get(key)
+    missing = value is None or (isinstance(value, float) and math.isnan(value))
+    if missing or str(value) in _UNRECORDED:
+        return FIELD_DEFAULTS.get(key) if default is None else default
+    return value
+
+
+def varied_axes(trials: pd.DataFrame) -> list[str]:
+    """Config keys that take more than one value among the trials (the seed excluded)."""
+    keys = [c for c in trials.columns if c.startswith(PARAM_PREFIXES) and c != SEED_KEY]
+    return [k for k in keys if trials[k].astype(str).nunique() > 1]
+
+
+def with_arms(trials: pd.DataFrame) -> pd.DataFrame:
+    """An ``arm`` for every trial: the configuration without its seed. Grid trials carry their
+    arm's name; search trials (and a merge's trials whose name was ambiguous) are named by their
+    varied values, the axes taken over the trials with a full configuration (an infeasible one
+    holds only its point). The whole frame is labelled before anything is selected from it, so
+    that every part of a report names an arm alike."""
+    if trials.empty:
+        return trials.assign(arm=pd.Series(dtype=str))
+    full = configured(trials)
+    axes = varied_axes(full if len(full) else trials)
+    out = trials.copy()
+    derived = (
+        out[axes]
+        .astype(str)
+        .apply(
+            lambda row: "/".join(f"{k.split('.')[-1]}={v}" for k, v in row.items()) or "base",
+            axis=1,
+        )
+    )
+    unnamed = out["arm"].isin(["", "search"])
+    out.loc[unnamed, "arm"] = derived[unnamed]
+    return out
+
+
+def step_ms(trials: pd.DataFrame) -> pd.Series:
+    """Milliseconds per training step over the steps the last attempt trained and timed
+    (``final/timed_steps``); a trial recorded before that metric divides by every step, which
+    is the same unless it was resumed. NaN where not recorded."""
+    if Metric.FINAL_STEP_S not in trials or Metric.FINAL_STEPS not in trials:
+        return pd.Series(math.nan, index=trials.index, dtype=float)
+    steps = pd.to_numeric(trials[Metric.FINAL_STEPS], errors="coerce")
+    if Metric.FINAL_TIMED_STEPS in trials:
+        timed = pd.to_numeric(trials[Metric.FINAL_TIMED_STEPS], errors="coerce")
+        steps = timed.where(timed.notna(), steps)
+    per_step = 1000 * pd.to_numeric(trials[Metric.FINAL_STEP_S], errors="coerce") / steps
+    return per_step.where(steps > 0)
+
+
+@dataclass(frozen=True)
+class TrialView:
+    """A sweep's trials as every section reads them. Each frame keeps the record's index and
+    columns (nothing is filled into them), with each trial's arm labelled."""
+
+    labelled: pd.DataFrame
+    """Every trial, its arm labelled (``with_arms``)."""
+    configured: pd.DataFrame
+    """The trials with a full configuration: all but the infeasible ones."""
+    comparable: pd.DataFrame
+    """The trials whose final metrics a comparison may use (``reports.outcomes.comparable``)."""
+    outcome: pd.DataFrame
+    """The trials that trained to an outcome: the denominators of divergence rates."""
+    step_ms: pd.Series
+    """Per trial (``labelled``'s index): milliseconds per training step (``step_ms``)."""
+
+
+def normalize(trials: pd.DataFrame) -> TrialView:
+    """The view of a sweep's recorded trial frame (``SweepData.trials``) every section reads."""
+    labelled = with_arms(trials)
+    return TrialView(
+        labelled=labelled,
+        configured=configured(labelled),
+        comparable=comparable(labelled),
+        outcome=with_outcome(labelled),
+        step_ms=step_ms(labelled),
+    )

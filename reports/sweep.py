@@ -1,0 +1,89 @@
+"""What a report is made from: one sweep (or several merged) as read from the store, and, derived
+from it once at construction, the normalized view every section reads (``reports.normalize``).
+
+The module stays light (pandas only for type checking, the view's step imported when a sweep
+is built), so that the ``nas report`` parser can read ``PLAN_CHOICES`` for its ``--help``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal, get_args
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pandas as pd
+
+    from reports.normalize import TrialView
+
+# Which invocations' trials a report covers (``reports.plans``): every plan, or the latest only.
+PlanChoice = Literal["all", "latest"]
+PLAN_CHOICES: tuple[str, ...] = get_args(PlanChoice)
+
+TRIAL_COLUMNS = (
+    "run_id",
+    "status",
+    "reason",
+    "status_step",
+    "run_status",
+    "key",
+    "arm",
+    "seed",
+    "node",
+    "hardware",
+    "git_commit",
+    "version",
+    "start",
+    "end",
+    "device_unit",
+    "peak_flops_source",
+)
+
+
+@dataclass(frozen=True)
+class SweepData:
+    """One sweep as read from the store, without the trials of parent runs that ``nas sweep
+    --restart`` archived (tag ``nas.superseded``).
+
+    - ``parents``: one row per live parent run (run_id, run_status, start, end, command, space,
+      versions, plans: how many plan files it holds, and its ``sweep/*`` metrics)
+    - ``trials``: one row per trial run (``TRIAL_COLUMNS``), as recorded: run_id, status (a
+      ``Status`` value), reason, status_step, run_status (MLflow's), key, arm (the name the
+      run carries), seed, node, hardware, git_commit, version, start, end, device_unit,
+      peak_flops_source (reason, status_step, node, hardware, git_commit, version and the last
+      two missing where the run did not record them, as is seed on an old infeasible record;
+      never an empty string); then every param under its dotted name (numbers parsed), every
+      latest metric under its name, and best_val_loss
+    - ``curves``: run_id, metric, step, value for the validation metrics
+    - ``profiles``: run_id, block, output_norm, stream_norm, grad_norm of each trial's last
+      dilution profile; ``depth_weights``: run_id -> (site x source) softmax weights
+    - ``plans``: each invocation's plan as recorded ({"command", "space", "keys"}), oldest
+      first; empty for a sweep recorded before plans were kept
+    - ``plan``: which plans' trials ``trials`` holds: "all", or "latest" (``reports.plans``)
+    - ``superseded``: how many parent runs ``--restart`` archived (their trials left out)
+    - ``sweeps``: a report over several sweeps (``reports.merge``): each sweep's label, and
+      ``trials`` and ``parents`` then have a ``sweep`` column; empty for one sweep
+    - ``view`` (derived, not given): the trials as the sections read them, every arm labelled
+      and the trials each section counts selected once (``reports.normalize.TrialView``).
+      Built with the object, so a ``dataclasses.replace`` of ``trials`` (a plan selected, a
+      merge) can never leave it stale.
+    """
+
+    name: str
+    uri: str
+    parents: pd.DataFrame
+    space: dict[str, Any] | None
+    trials: pd.DataFrame
+    curves: pd.DataFrame
+    profiles: pd.DataFrame
+    depth_weights: dict[str, np.ndarray] = field(default_factory=dict)
+    skipped: list[dict[str, str]] = field(default_factory=list)  # grid cells never launched
+    plans: list[dict[str, Any]] = field(default_factory=list)
+    plan: PlanChoice = "all"
+    superseded: int = 0
+    sweeps: tuple[str, ...] = ()
+    view: TrialView = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        from reports.normalize import normalize  # pandas: not for the parser's --help
+
+        object.__setattr__(self, "view", normalize(self.trials))
