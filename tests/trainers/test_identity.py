@@ -8,15 +8,19 @@ changes one or the other, so the first test could fail."""
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 from typing import Any
 
+import lightning as L
 import pytest
 import torch
 
 from tests.trainers.conftest import tiny
 from trainers.config import ModelConfig, RunConfig, TrainConfig, valid_wirings
+from trainers.config_io import from_dict
 from trainers.identity import READERS, normalized, refusal, unread_fields
 from trainers.model import DeepTransformer
+from trainers.run import train
 
 # Another valid value for each field READERS names (valid at tiny's size: 2 blocks, 4 sublayers,
 # d_model 16), differing from tiny's.
@@ -185,3 +189,47 @@ def test_model_config_refuses_by_the_same_rule(kwargs: dict[str, Any], field: st
     for name, value in kwargs.items():
         forced = _forced(forced, name, value)
     assert str(err.value) == refusal(forced, field)
+
+
+class _SaveAtStep(L.Callback):
+    """Checkpoints at the validation of ``step``, as the sweep's reporter does."""
+
+    def __init__(self, step: int, path: Path) -> None:
+        self.step, self.path = step, path
+
+    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if trainer.global_step == self.step:
+            trainer.save_checkpoint(self.path, weights_only=False)
+
+
+def test_an_old_checkpoint_resumes_under_the_normal_form(tmp_path: Path) -> None:
+    """A trial checkpointed before unread fields took their default (standard with hc_streams 2
+    and attnres_blocks 2 in its hyperparameters) resumes under its normalized configuration,
+    which a sweep now plans for its key, exactly as under the configuration it was saved with."""
+    model = {"d_model": 16, "n_heads": 2, "n_layers": 2, "seq_len": 16}
+    old = from_dict(
+        {
+            "model": {**model, "residual": "standard", "hc_streams": 2, "attnres_blocks": 2},
+            "train": {
+                "batch_size": 4,
+                "max_steps": 6,
+                "val_every": 3,
+                "val_batches": 1,
+                "warmup_steps": 1,
+                "diagnostics_every": 0,
+                "accelerator": "cpu",
+            },
+            "data": {"max_bytes": 1_000_000, "cache_dir": str(tmp_path / "cache")},
+        }
+    )
+    ckpt = tmp_path / "last.ckpt"
+    train(old, tmp_path / "a", callbacks=[_SaveAtStep(3, ckpt)], progress=False)
+    hparams = torch.load(ckpt, weights_only=True)["hyper_parameters"]
+    assert (hparams["model.hc_streams"], hparams["model.attnres_blocks"]) == (2, 2)
+    runs = [
+        train(cfg, tmp_path / name, progress=False, ckpt_path=ckpt)[0]
+        for cfg, name in ((old, "old"), (normalized(old), "normal"))
+    ]
+    assert normalized(old).model.hc_streams == 4
+    assert [(r.status, r.steps) for r in runs] == [("finished", 6)] * 2
+    assert runs[0].val_loss == runs[1].val_loss
