@@ -11,10 +11,10 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-import lightning as L
 import pytest
 import torch
 
+from tests.trainers.callbacks import SaveAtStep
 from tests.trainers.conftest import tiny
 from trainers.config import ModelConfig, RunConfig, TrainConfig, valid_wirings
 from trainers.config_io import from_dict
@@ -191,17 +191,6 @@ def test_model_config_refuses_by_the_same_rule(kwargs: dict[str, Any], field: st
     assert str(err.value) == refusal(forced, field)
 
 
-class _SaveAtStep(L.Callback):
-    """Checkpoints at the validation of ``step``, as the sweep's reporter does."""
-
-    def __init__(self, step: int, path: Path) -> None:
-        self.step, self.path = step, path
-
-    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        if trainer.global_step == self.step:
-            trainer.save_checkpoint(self.path, weights_only=False)
-
-
 def test_an_old_checkpoint_resumes_under_the_normal_form(tmp_path: Path) -> None:
     """A trial checkpointed before unread fields took their default (standard with hc_streams 2
     and attnres_blocks 2 in its hyperparameters) resumes under its normalized configuration,
@@ -223,7 +212,7 @@ def test_an_old_checkpoint_resumes_under_the_normal_form(tmp_path: Path) -> None
         }
     )
     ckpt = tmp_path / "last.ckpt"
-    train(old, tmp_path / "a", callbacks=[_SaveAtStep(3, ckpt)], progress=False)
+    train(old, tmp_path / "a", callbacks=[SaveAtStep(3, ckpt)], progress=False)
     hparams = torch.load(ckpt, weights_only=True)["hyper_parameters"]
     assert (hparams["model.hc_streams"], hparams["model.attnres_blocks"]) == (2, 2)
     runs = [
