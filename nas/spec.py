@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from search_spaces.distributions import Choice, Fixed
-from search_spaces.space import Cell, Space, apply_point, arm_label, read_point
+from search_spaces.space import Cell, Space, apply_point, arm_label
 from trainers.config import ModelConfig, RunConfig, to_dict
 from trainers.identity import READERS, applies_to, unread_fields
 
@@ -73,18 +73,35 @@ def grid_specs(cells: list[Cell]) -> list[TrialSpec]:
 
 def search_spec(base: RunConfig, space: Space, point: Mapping[str, Any], seed: int) -> TrialSpec:
     """A sampled point as a spec; raises ValueError when the configuration rejects it (an
-    infeasible proposal). Sampled fields the configuration does not read leave the point (and
-    take their default), so proposals that build one model share its key."""
-    point = {k: v for k, v in point.items() if k != SEED_KEY}
-    point = read_point(base, point, point)
+    infeasible proposal). Sampled fields the configuration does not read take their default;
+    those its sampled values decide leave the point, so such proposals share one key."""
+    point = _proposal_point(point)
     arm = arm_label("", point, space)
     config = apply_point(base, {**point, SEED_KEY: seed})
     return TrialSpec(trial_key(arm, point, seed), arm, point, seed, config)
 
 
-def proposal_identity(space: Space, point: Mapping[str, Any], seed: int) -> tuple[str, str]:
-    """(key, arm label) of a proposal the configuration rejected (it has no config to carry)."""
+def _proposal_point(point: Mapping[str, Any]) -> dict[str, Any]:
+    """A proposal's point, seed excluded, without each sampled model field that the sampled
+    values alone show unread (the residual sampled as 'standard' drops a sampled hc_streams).
+    Decided from the point only, so ``proposal_identity`` (which has no base) gives the same
+    key; a field that only the base leaves unread keeps its value in the key (its
+    configuration still takes the default): two keys for one model at worst, never one key
+    for two."""
     point = {k: v for k, v in point.items() if k != SEED_KEY}
+    sampled = {k.removeprefix("model."): v for k, v in point.items() if k.startswith("model.")}
+    decided = {
+        f"model.{name}"
+        for name, reader in READERS.items()
+        if all(k in sampled for k in reader.selectors) and not reader.reads(sampled)
+    }
+    return {k: v for k, v in point.items() if k not in decided}
+
+
+def proposal_identity(space: Space, point: Mapping[str, Any], seed: int) -> tuple[str, str]:
+    """(key, arm label) of a proposal, also one the configuration rejected (it has no config
+    to carry): the key ``search_spec`` gives it."""
+    point = _proposal_point(point)
     arm = arm_label("", point, space)
     return trial_key(arm, point, seed), arm
 

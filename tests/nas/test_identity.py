@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from nas.plan_check import conflicts
-from nas.spec import grid_specs, search_spec
+from nas.spec import grid_specs, proposal_identity, search_spec
 from nas.sweep_plan import SweepOptions, plan
 from nas.tracking import RecordedTrial, StoredSweep, SweepRecord
 from reports.schema import Status
@@ -123,6 +123,16 @@ def test_search_proposals_that_build_one_model_share_a_key() -> None:
     assert std[0] == std[1] and std[0].arm == "residual=standard"
     assert std[0].config.model.hc_streams == 4
     assert hyper[0].key != hyper[1].key and hyper[1].config.model.hc_streams == 3
+    # the key the searcher's warm start gives a study's trial (no base at hand) is the same
+    assert proposal_identity(space, {"model.residual": "standard", "model.hc_streams": 3}, 0) == (
+        std[0].key,
+        std[0].arm,
+    )
+    # Sampled hc_streams alone, the base's residual leaving it unread: the configuration takes
+    # the default, the key keeps the value (decided from the point, as proposal_identity is)
+    only = replace(space, params={"model.hc_streams": Choice((2, 3))})
+    two = [search_spec(base, only, {"model.hc_streams": n}, 0) for n in (2, 3)]
+    assert two[0].key != two[1].key and {s.config.model.hc_streams for s in two} == {4}
 
 
 def _old_record(name: str) -> StoredSweep:
