@@ -18,18 +18,30 @@ from typing import Any
 from nas.spec import TrialSpec
 from nas.tracking import RecordedTrial, StoredSweep
 from trainers.config import flatten
+from trainers.identity import unread_fields
 
 MAX_SHOWN = 4
 
 
-def differences(old: Mapping[str, str], new: Mapping[str, Any]) -> list[str]:
+def differences(
+    old: Mapping[str, str], new: Mapping[str, Any], unread: Iterable[str] = ()
+) -> list[str]:
     """``key: old -> new`` for every key both sides hold with another value (the record holds
-    strings, so values compare as MLflow wrote them)."""
+    strings, so values compare as MLflow wrote them), except the ``unread`` keys."""
     return [
         f"{k}: {old[k]} -> {new[k]}"
-        for k in sorted(old.keys() & new.keys())
+        for k in sorted(old.keys() & new.keys() - set(unread))
         if old[k] != str(new[k])
     ]
+
+
+def _trial_differences(recorded: RecordedTrial, spec: TrialSpec) -> list[str]:
+    """How a recorded trial's configuration differs from the planned one, both normalized: a
+    model field the planned configuration does not read is no difference (a trial recorded
+    before such fields took their default holds the value its sweep gave it, never read). A
+    recorded configuration that reads it differs in what decides that, which is compared."""
+    unread = [f"model.{name}" for name in unread_fields(spec.config.model)]
+    return differences(recorded.params, flatten(spec.config), unread)
 
 
 def _same_cell(spec: TrialSpec, by_cell: Mapping[tuple[str, int], RecordedTrial]) -> Any:
@@ -45,8 +57,11 @@ def conflicts(stored: StoredSweep, base: Mapping[str, Any], specs: Iterable[Tria
     for spec in specs:
         recorded = stored.trials.get(spec.key) or _same_cell(spec, by_cell)
         if recorded is None:
+            merged = _merged(stored, spec)
+            if merged:
+                return merged
             continue
-        changed = differences(recorded.params, flatten(spec.config))
+        changed = _trial_differences(recorded, spec)
         if changed:
             return f"the recorded trial {spec.label!r} differs ({_shown(changed)})"
         if recorded.key != spec.key:
@@ -57,6 +72,20 @@ def conflicts(stored: StoredSweep, base: Mapping[str, Any], specs: Iterable[Tria
                 f"{spec.key}: recorded by an older version, or its point was rewritten)"
             )
     return ""
+
+
+def _merged(stored: StoredSweep, spec: TrialSpec) -> str:
+    """Why the record's trials of the cells one planned trial now stands for (cells that
+    differed only in a field their model does not read) block it, or "": running it would
+    train their model once more under a new key and arm."""
+    recorded = [stored.trials[k].arm for k in spec.aliases if k in stored.trials]
+    if not recorded:
+        return ""
+    return (
+        f"the recorded trials {', '.join(map(repr, recorded))} of seed {spec.seed} build one "
+        f"model, which this version runs once as {spec.label!r} (a field a configuration does "
+        f"not read takes its default)"
+    )
 
 
 def _shown(lines: list[str]) -> str:

@@ -12,11 +12,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from nas.spec import TrialSpec, grid_specs
+from nas.spec import TrialSpec, check_read, grid_specs
 from record.redact import redact
 from record.stores import check_store
 from search_spaces import Space, get_space, grid_cells
-from search_spaces.space import Skipped, nest
+from search_spaces.space import Skipped, collapsed, nest
 from trainers.budget import BUDGET_FIELDS, LENGTH_FIELDS, REFERENCE_STEPS, check_one_length
 from trainers.config import RunConfig
 from trainers.config_io import from_dict, parse_overrides
@@ -114,6 +114,9 @@ def plan(opts: SweepOptions) -> Plan:
     if opts.study_storage is not None:
         _check_study_storage(opts.study_storage, space)
     specs = grid_specs(cells)
+    check_read(space, base, specs, flat)
+    for line in collapsed(cells):  # cells differing only in fields their model does not read
+        print(line)
     _check_workers(opts.workers_per_trial, base, specs)
     _check_address(opts.address or os.environ.get("RAY_ADDRESS"))
     return Plan(space, name, base, specs, skipped, storage)

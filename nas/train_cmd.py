@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as dt
 import math
 import warnings
@@ -12,6 +13,7 @@ from typing import Any
 from nas import package_version
 from trainers.budget import check_one_length, resolve_budget
 from trainers.config_io import build_config, field_help, parse_overrides
+from trainers.identity import normalized, refusal, unread_fields
 
 
 def add_train_parser(sub: Any) -> None:
@@ -30,7 +32,8 @@ def add_train_parser(sub: Any) -> None:
         metavar="KEY=VALUE",
         action="append",
         default=[],
-        help="override one key, e.g. --set model.n_layers=32 (repeatable)",
+        help="override one key, e.g. --set model.n_layers=32 (repeatable; a model field the "
+        "configuration does not read is refused, e.g. model.hc_streams with residual standard)",
     )
     p.add_argument("--out", metavar="DIR", help="output folder (default: runs/train/<time>-<arm>)")
     p.add_argument(
@@ -88,11 +91,25 @@ def _recorded_overrides(run_id: str, tracking_uri: str | None) -> list[str]:
 
 
 def configuration(args: argparse.Namespace) -> Any:
-    """The run's resolved configuration (defaults, --from-run, --config, --set, budgets);
-    ValueError for anything the configuration rejects."""
+    """The run's resolved configuration (defaults, --from-run, --config, --set, budgets), every
+    model field it does not read at its default; ValueError for anything the configuration
+    rejects, and for a --set of a field it does not read (a recorded run or a --config file
+    holds every field, so what they give such a field is dropped, not refused)."""
     recorded = _recorded_overrides(args.from_run, args.tracking_uri) if args.from_run else []
-    check_one_length(parse_overrides(args.overrides))
-    return resolve_budget(build_config(args.config, [*recorded, *args.overrides]))
+    explicit = parse_overrides(args.overrides)
+    check_one_length(explicit)
+    cfg = build_config(args.config, [*recorded, *args.overrides])
+    _refuse_unread(cfg.model, explicit.get("model", {}))
+    return resolve_budget(normalized(cfg))
+
+
+def _refuse_unread(model: Any, given: dict[str, Any]) -> None:
+    """A --set of a model field this configuration does not read, away from its default, is
+    refused with the one line ``trainers.identity.refusal`` words."""
+    defaults = {f.name: f.default for f in dataclasses.fields(model)}
+    for name in unread_fields(model):
+        if name in given and given[name] != defaults[name]:
+            raise ValueError(refusal(model, name))
 
 
 def run_train(args: argparse.Namespace) -> int:

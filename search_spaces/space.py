@@ -10,16 +10,18 @@ trial starts.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from record.schema import FINAL_OF, Metric
 from search_spaces.distributions import Distribution, from_data
 from trainers.budget import resolve_budget
-from trainers.config import RunConfig
+from trainers.config import ModelConfig, RunConfig, to_dict
 from trainers.config_io import from_dict
+from trainers.identity import unread_fields
 
 Kind = Literal["grid", "search"]
 Sampler = Literal["tpe", "random"]
@@ -75,12 +77,18 @@ class Space:
 
 @dataclass(frozen=True)
 class Cell:
-    """One grid cell: its arm label, the point applied (dotted keys), the seed, the config."""
+    """One grid cell: its arm label, the point applied (dotted keys), the seed, the config.
+
+    ``stands_for`` holds, when a parameter its configuration does not read was dropped from the
+    point, the (label, point) of each cell of arms x params it stands for, as they were written
+    before such fields took their default (a recorded sweep may hold trials by them); empty
+    when the cell stands for itself alone."""
 
     arm: str
     point: Mapping[str, Any]
     seed: int
     config: RunConfig
+    stands_for: tuple[tuple[str, Mapping[str, Any]], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -102,11 +110,32 @@ def nest(point: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     return nested
 
 
+def _model_values(base: RunConfig, point: Mapping[str, Any]) -> dict[str, Any]:
+    """The model section ``point`` gives over ``base``, not yet validated."""
+    given = {k.removeprefix("model."): v for k, v in point.items() if k.startswith("model.")}
+    return {**to_dict(base)["model"], **given}
+
+
+def read_point(base: RunConfig, point: Mapping[str, Any], varied: Iterable[str]) -> dict[str, Any]:
+    """``point`` without its ``varied`` keys that name a model field the configuration it makes
+    over ``base`` does not read (``trainers.identity``): the point a trial key hashes and a label
+    shows, so values of such a field make one model. Keys that are not varied stay: they are the
+    same in every cell of an arm, and the keys of sweeps already recorded hash them."""
+    unread = {f"model.{n}" for n in unread_fields(_model_values(base, point))}
+    dropped = unread & set(varied)
+    return {k: v for k, v in point.items() if k not in dropped}
+
+
 def apply_point(base: RunConfig, point: Mapping[str, Any]) -> RunConfig:
     """The one way a sampled point becomes a configuration: ``base`` with the point's dotted
-    keys replaced, validated (invalid combinations raise ValueError naming the field), its
+    keys replaced, every model field the result does not read at its default (as
+    ``trainers.identity.normalized`` makes it: a value the configuration would refuse there is
+    not its model's), validated (invalid combinations raise ValueError naming the field), its
     training length derived from its budget where it has one (``trainers.budget``)."""
-    return resolve_budget(from_dict(nest(point), base))
+    defaults = {f.name: f.default for f in dataclasses.fields(ModelConfig)}
+    unread = unread_fields(_model_values(base, point))
+    normal = {**point, **{f"model.{n}": defaults[n] for n in unread}}
+    return resolve_budget(from_dict(nest(normal), base))
 
 
 def arm_label(arm: str, point: Mapping[str, Any], space: Space) -> str:
@@ -119,25 +148,56 @@ def arm_label(arm: str, point: Mapping[str, Any], space: Space) -> str:
     return "/".join([arm, *varied]) if arm else "/".join(varied) or "base"
 
 
-def grid_cells(space: Space, base: RunConfig) -> tuple[list[Cell], list[Skipped]]:
-    """Every valid cell of arms x params x seeds, and every invalid one with its reason."""
-    arms = space.arms or {"": {}}
+def _arm_models(
+    space: Space, base: RunConfig, arm: str, overrides: Mapping[str, Any]
+) -> dict[str, tuple[dict[str, Any], list[tuple[str, dict[str, Any]]]]]:
+    """One arm's cells of arms x params: label -> (its point, the (label, point) of each cell
+    it stands for as written before unread fields took their default), in grid order."""
     keys = list(space.params)
+    models: dict[str, tuple[dict[str, Any], list[tuple[str, dict[str, Any]]]]] = {}
+    for values in itertools.product(*(space.params[k].grid() for k in keys)):
+        raw = {**space.base, **overrides, **dict(zip(keys, values, strict=True))}
+        point = read_point(base, raw, keys)
+        label = arm_label(arm, point, space)
+        models.setdefault(label, (point, []))[1].append((arm_label(arm, raw, space), raw))
+    return models
+
+
+def grid_cells(space: Space, base: RunConfig) -> tuple[list[Cell], list[Skipped]]:
+    """Every valid cell of arms x params x seeds, and every invalid one with its reason. Cells
+    that differ only in a parameter their configuration does not read are one cell (``collapsed``
+    names them)."""
     cells: list[Cell] = []
     skipped: list[Skipped] = []
-    for arm, overrides in arms.items():
-        for values in itertools.product(*(space.params[k].grid() for k in keys)):
-            point = {**space.base, **overrides, **dict(zip(keys, values, strict=True))}
-            label = arm_label(arm, point, space)
+    for arm, overrides in (space.arms or {"": {}}).items():
+        for label, (point, raws) in _arm_models(space, base, arm, overrides).items():
             try:
                 config = apply_point(base, point)
             except ValueError as err:
                 skipped.append(Skipped(label, point, str(err)))
                 continue
+            stands_for = () if raws == [(label, point)] else tuple(raws)
             for seed in space.seeds:
                 cfg = apply_point(config, {"train.seed": seed})
-                cells.append(Cell(label, point, seed, cfg))
+                cells.append(Cell(label, point, seed, cfg, stands_for))
     return cells, skipped
+
+
+def collapsed(cells: list[Cell]) -> list[str]:
+    """One line per configuration that several cells of arms x params make, because they
+    differ only in fields it does not read: ``standard × attnres_blocks 2, 4: one model, run
+    once``."""
+    lines: dict[str, str] = {}
+    for cell in cells:
+        if len(cell.stands_for) < 2 or cell.arm in lines:
+            continue
+        dropped = [k for k in cell.stands_for[0][1] if k not in cell.point]
+        axes = (
+            f"{k.split('.')[-1]} " + ", ".join(dict.fromkeys(str(p[k]) for _, p in cell.stands_for))
+            for k in dropped
+        )
+        lines[cell.arm] = " × ".join([cell.arm, *axes]) + ": one model, run once"
+    return list(lines.values())
 
 
 def partitions(cells: list[Cell]) -> dict[str, tuple[int, ...]]:

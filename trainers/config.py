@@ -12,6 +12,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
+from trainers.identity import refusal, unread_fields
+
 ResidualName = Literal[
     "standard",
     "rezero",
@@ -84,12 +86,17 @@ ATTNRES_SWITCHES: dict[str, object] = {
     "attnres_window": 0,
 }
 
-# Fields read by one wiring only (any other wiring refuses a value other than the default).
-OWNED_FIELDS: dict[str, str] = {
-    "laurel_rank": "laurel_lr",
-    "dense_dilation": "denseformer",
-    "dense_period": "denseformer",
-}
+# The one rule for a field a configuration does not read (trainers.identity.READERS says who
+# reads what): a sweep gives it its default (trainers.identity.normalized), and an explicit
+# setting of it is refused with trainers.identity.refusal's line. A ModelConfig itself refuses
+# these fields away from their default where they are unread; it keeps the others (such as
+# attnres_blocks or hc_streams), which records and checkpoints written before the rule hold.
+REFUSED_UNREAD: tuple[str, ...] = (
+    "laurel_rank",
+    "dense_dilation",
+    "dense_period",
+    *ATTNRES_SWITCHES,
+)
 
 
 def _help(text: str, default: Any) -> Any:
@@ -271,7 +278,7 @@ class ModelConfig:
             )
         _in_range(s, "mhc_sinkhorn_iters", self.mhc_sinkhorn_iters, 1, 1000)
         _in_range(s, "mix_ln_alpha", self.mix_ln_alpha, 0.0, 1.0)
-        self._check_owned_fields()
+        self._check_unread_fields()
 
     def _check_attnres_switches(self) -> None:
         s = "model"
@@ -285,32 +292,18 @@ class ModelConfig:
                 f"{s}.attnres_heads: {self.attnres_heads} does not divide d_model={self.d_model}; "
                 f"allowed: {', '.join(map(str, divisors))}"
             )
-        changed = [k for k, v in ATTNRES_SWITCHES.items() if getattr(self, k) != v]
-        if changed and self.residual not in ("attnres", "block_attnres"):
-            raise ValueError(
-                f"{s}.{changed[0]}: {getattr(self, changed[0])!r} applies to residual attnres "
-                f"or block_attnres only; residual {self.residual!r} has no depth mixing (leave "
-                f"it at {ATTNRES_SWITCHES[changed[0]]!r})"
-            )
-        if self.attnres_query == "scalar" and self.attnres_key_norm != "rmsnorm":
-            raise ValueError(
-                f"{s}.attnres_key_norm: {self.attnres_key_norm!r} means nothing with "
-                "attnres_query 'scalar', which has no keys (leave it at 'rmsnorm')"
-            )
 
-    def _check_owned_fields(self) -> None:
-        """Fields that only one wiring reads: in range for it, at their default for the rest."""
-        s = "model"
+    def _check_unread_fields(self) -> None:
+        """The wiring's own counts in range where they are read; each of ``REFUSED_UNREAD`` at
+        its default where it is not."""
+        unread = unread_fields(self)
         high = {"laurel_rank": self.d_model}  # dilation and period: at most n_layers
-        for name, owner in OWNED_FIELDS.items():
-            value, default = getattr(self, name), _MODEL_DEFAULTS[name]
-            if self.residual == owner:
-                _in_range(s, name, value, 1, high.get(name, self.n_layers))
-            elif value != default:
-                raise ValueError(
-                    f"{s}.{name}: {value!r} applies to residual {owner!r} only; residual "
-                    f"{self.residual!r} does not read it (leave it at {default!r})"
-                )
+        for name in ("laurel_rank", "dense_dilation", "dense_period"):
+            if name not in unread:
+                _in_range("model", name, getattr(self, name), 1, high.get(name, self.n_layers))
+        for name in unread:
+            if name in REFUSED_UNREAD and getattr(self, name) != _MODEL_DEFAULTS[name]:
+                raise ValueError(refusal(self, name))
 
     @property
     def attnres_switched(self) -> bool:

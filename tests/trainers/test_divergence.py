@@ -13,6 +13,7 @@ import lightning as L
 import pytest
 import torch
 
+from tests.trainers.callbacks import SaveAtStep
 from trainers.config import RunConfig
 from trainers.config_io import from_dict
 from trainers.divergence import SETTLE_STEPS, DivergenceGuard, DivergenceRule
@@ -177,17 +178,6 @@ def test_tiny_time_limit_times_out_after_the_first_step(tmp_path: Path, cache: P
     assert not [r for r in _rows(tmp_path / "run") if r.get("val/loss")]
 
 
-class _SaveAtStep(L.Callback):
-    """Checkpoints at the validation of ``step``, as the sweep's reporter does."""
-
-    def __init__(self, step: int, path: Path) -> None:
-        self.step, self.path = step, path
-
-    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        if trainer.global_step == self.step:
-            trainer.save_checkpoint(self.path, weights_only=False)
-
-
 class _GuardState(L.Callback):
     """Records the divergence guard's state when training (re)starts."""
 
@@ -203,7 +193,7 @@ def test_guard_state_survives_a_checkpoint_resume(tmp_path: Path, cache: Path) -
     best loss as they were at step 10, not from scratch."""
     cfg = _run(cache, max_steps=15, val_every=10, diagnostics_every=0)
     ckpt = tmp_path / "last.ckpt"
-    train(cfg, tmp_path / "a", callbacks=[_SaveAtStep(10, ckpt)], progress=False)
+    train(cfg, tmp_path / "a", callbacks=[SaveAtStep(10, ckpt)], progress=False)
     saved = torch.load(ckpt, weights_only=True)["callbacks"]["DivergenceGuard"]
     assert saved["seen"] == 10 and saved["best"] is not None
     probe = _GuardState()
