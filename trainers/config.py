@@ -12,6 +12,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
+from trainers import catalogue
+
 ResidualName = Literal[
     "standard",
     "rezero",
@@ -40,56 +42,15 @@ QueryName = Literal["static", "input", "scalar"]
 DataSource = Literal["stdlib", "text", "tokens", "synthetic"]
 Precision = Literal["auto", "32-true", "64-true", "bf16-mixed", "16-mixed", "bf16-true"]
 
-# The validity matrix: the placements each residual type is defined for.
-# - AttnRes mixes sources with weights that sum to one, which is the residual sum's function only
-#   when the sublayer normalizes its input (pre, sandwich).
-# - ReZero is defined without norms (its paper) and, as a common variant, with pre-norm; the
-#   one-alpha-per-block form (its official code) likewise.
-# - DeepNorm is post-norm by definition (x <- LN(alpha*x + F(x))).
-# - Hyper-Connections, mHC and mHC-lite widen a pre-norm stream; their init reproduces pre-norm.
-# - DenseFormer averages block outputs, whatever the block's own norms are.
-# - Mix-LN (placement "mix") is a standard-residual schedule of post- then pre-norm blocks.
-# - LAuReL reweights (RW) or augments (LR) a residual connection; its paper's LLMs are pre-norm,
-#   and at init both are pre-norm's plain residual.
-# - MUDDFormer feeds each attention separately normed query, key and value inputs and a residual
-#   stream, pre-norm in its paper and code; its init reproduces pre-norm.
-VALID_PLACEMENTS: dict[str, tuple[str, ...]] = {
-    "standard": ("pre", "post", "sandwich", "mix", "none"),
-    "rezero": ("pre", "none"),
-    "rezero_shared": ("pre", "none"),
-    "deepnorm": ("post",),
-    "attnres": ("pre", "sandwich"),
-    "block_attnres": ("pre", "sandwich"),
-    "hyper": ("pre", "sandwich"),
-    "mhc": ("pre", "sandwich"),
-    "mhc_lite": ("pre", "sandwich"),
-    "denseformer": ("pre", "post", "sandwich", "none"),
-    "laurel_rw": ("pre",),
-    "laurel_lr": ("pre",),
-    "mudd": ("pre",),
-}
+# The validity matrix: the placements each residual type is defined for (each entry of
+# trainers.catalogue says why in its module and docs row).
+VALID_PLACEMENTS: dict[str, tuple[str, ...]] = {w.name: w.placements for w in catalogue.WIRINGS}
 # LayerNorm Scaling scales the norm on a sublayer's input, so it needs one there.
-LNS_PLACEMENTS = ("pre", "sandwich")
+LNS_PLACEMENTS = tuple(p.name for p in catalogue.PLACEMENTS if p.input_norm)
 
 MAX_LAYERS = 1024
 # mHC-lite learns one weight per permutation of the streams: n! of them (120 at n = 5, 720 at 6).
 MHC_LITE_MAX_STREAMS = 5
-
-# The AttnRes design switches and the paper's choice for each (the default).
-ATTNRES_SWITCHES: dict[str, object] = {
-    "attnres_key_norm": "rmsnorm",
-    "attnres_gate": "softmax",
-    "attnres_query": "static",
-    "attnres_heads": 1,
-    "attnres_window": 0,
-}
-
-# Fields read by one wiring only (any other wiring refuses a value other than the default).
-OWNED_FIELDS: dict[str, str] = {
-    "laurel_rank": "laurel_lr",
-    "dense_dilation": "denseformer",
-    "dense_period": "denseformer",
-}
 
 
 def _help(text: str, default: Any) -> Any:
@@ -286,11 +247,12 @@ class ModelConfig:
                 f"allowed: {', '.join(map(str, divisors))}"
             )
         changed = [k for k, v in ATTNRES_SWITCHES.items() if getattr(self, k) != v]
-        if changed and self.residual not in ("attnres", "block_attnres"):
+        owners = catalogue.switch_owners()
+        if changed and self.residual not in owners:
             raise ValueError(
-                f"{s}.{changed[0]}: {getattr(self, changed[0])!r} applies to residual attnres "
-                f"or block_attnres only; residual {self.residual!r} has no depth mixing (leave "
-                f"it at {ATTNRES_SWITCHES[changed[0]]!r})"
+                f"{s}.{changed[0]}: {getattr(self, changed[0])!r} applies to residual "
+                f"{' or '.join(owners)} only; residual {self.residual!r} has no depth mixing "
+                f"(leave it at {ATTNRES_SWITCHES[changed[0]]!r})"
             )
         if self.attnres_query == "scalar" and self.attnres_key_norm != "rmsnorm":
             raise ValueError(
@@ -303,7 +265,7 @@ class ModelConfig:
         s = "model"
         high = {"laurel_rank": self.d_model}  # dilation and period: at most n_layers
         for name, owner in OWNED_FIELDS.items():
-            value, default = getattr(self, name), _MODEL_DEFAULTS[name]
+            value, default = getattr(self, name), MODEL_DEFAULTS[name]
             if self.residual == owner:
                 _in_range(s, name, value, 1, high.get(name, self.n_layers))
             elif value != default:
@@ -468,7 +430,26 @@ class RunConfig:
     data: DataConfig = field(default_factory=DataConfig)
 
 
-_MODEL_DEFAULTS: dict[str, Any] = {f.name: f.default for f in dataclasses.fields(ModelConfig)}
+MODEL_DEFAULTS: dict[str, Any] = {f.name: f.default for f in dataclasses.fields(ModelConfig)}
+
+# The AttnRes design switches (trainers.catalogue.SWITCHES) and the paper's choice for each (the
+# default).
+ATTNRES_SWITCHES: dict[str, object] = {s.field: MODEL_DEFAULTS[s.field] for s in catalogue.SWITCHES}
+
+
+def _owned_fields() -> dict[str, str]:
+    """Fields read by one wiring only, in field order: any other wiring refuses a value other
+    than the default (fields kept where unread and the AttnRes switches have their own rules)."""
+    switches = set(ATTNRES_SWITCHES)
+    owned = {
+        name: owners[0]
+        for name, owners in catalogue.owners().items()
+        if len(owners) == 1 and name not in catalogue.KEPT_WHERE_UNREAD | switches
+    }
+    return {f.name: owned[f.name] for f in dataclasses.fields(ModelConfig) if f.name in owned}
+
+
+OWNED_FIELDS: dict[str, str] = _owned_fields()
 
 SECTIONS: dict[str, type[Any]] = {"model": ModelConfig, "train": TrainConfig, "data": DataConfig}
 
