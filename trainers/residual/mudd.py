@@ -46,14 +46,14 @@ class MuddState:
 
 
 class MuddAttentionSite(AddSite):
-    """The attention site: x <- X^R + branch(X^Q, (X^K, X^V)); block 0 reads x for all three."""
+    """The attention site: x <- X^R + branch(X^Q, X^K, X^V); block 0 reads x for all three."""
 
     def forward(self, state: MuddState, branch: nn.Module) -> MuddState:  # type: ignore[override]
         if state.qkv is None:
             state.x = super().forward(state.x, branch)
         else:
             q, k, v = state.qkv
-            state.x = self.post_norm(state.x + branch(q, (k, v)))
+            state.x = self.post_norm(state.x + branch(q, k, v))
         return state
 
 
@@ -121,5 +121,7 @@ class Mudd(Residual):
         return MuddStream(cfg)
 
     @staticmethod
-    def decoupled_kv(cfg: ModelConfig, block: int) -> bool:
-        return block > 0
+    def inputs(cfg: ModelConfig, sublayer: int) -> int:
+        """Separate query, key and value inputs for every attention after block 0's (whose one
+        input is the embedding)."""
+        return 3 if sublayer % 2 == 0 and sublayer > 0 else 1
