@@ -90,6 +90,7 @@ class Wiring(Entry):
     """A residual wiring (``model.residual``)."""
 
     placements: tuple[str, ...]  # the placements it is defined for, the usual one first
+    paper_norm: str | None = None  # the norm type its paper fixes (the built-in arms run it)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -344,6 +345,7 @@ WIRINGS: tuple[Wiring, ...] = (
     Wiring(
         name="deepnorm",
         placements=("post",),
+        paper_norm="layernorm",  # DeepNet's x <- LN(alpha*x + f(x)) is a LayerNorm
         paper="Wang et al. 2022, arXiv 2203.00555 (decoder-only constants)",
         summary="x ← LN(α·x + f(x)), α = (2L)^¼; Xavier-normal init with gain β = (8L)^−¼ on the "
         "value, attention-output and both MLP projections (gain 1 on query and key); LN is "

@@ -13,7 +13,7 @@ from typing import get_args
 import pytest
 
 from tests.trainers.conftest import WIRINGS, tiny
-from trainers import catalogue
+from trainers import catalogue, docs_tables
 from trainers.attention import ATTENTIONS
 from trainers.config import (
     MODEL_DEFAULTS,
@@ -139,10 +139,28 @@ def test_parameter_formulas_follow_the_owned_fields(overrides: dict[str, object]
 
 
 def test_docs_carry_the_catalogue_tables() -> None:
-    """docs/variants.md's residual and attention tables are the catalogue's, generated."""
+    """docs/variants.md's residual, attention and validity tables are the catalogue's, as
+    ``python -m trainers.docs_tables`` writes them."""
     text = (ROOT / "docs" / "variants.md").read_text()
-    assert catalogue.wirings_markdown() in text
-    assert catalogue.attentions_markdown() in text
+    for table in docs_tables.tables():
+        assert table in text, "run: python -m trainers.docs_tables"
+
+
+def test_docs_tables_replace_only_their_table(tmp_path: Path) -> None:
+    """The writer puts each generated table in place of the stale one and keeps the prose."""
+    page = tmp_path / "variants.md"
+    stale = [t.split("\n")[:3] for t in docs_tables.tables()]
+    page.write_text(
+        "\n\n".join(f"intro {i}\n\n" + "\n".join(t) for i, t in enumerate(stale)) + "\n"
+    )
+    docs_tables.main(page)
+    text = page.read_text()
+    assert all(table in text for table in docs_tables.tables())
+    assert [line for line in text.split("\n") if line.startswith("intro")] == [
+        "intro 0",
+        "intro 1",
+        "intro 2",
+    ]
 
 
 def test_readme_names_every_wiring_and_attention_variant() -> None:
