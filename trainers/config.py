@@ -2,8 +2,10 @@
 
 Each closed set is a ``Literal`` whose values are registry keys (``trainers.residual``,
 ``trainers.residual.depth_mixing``, ``trainers.placement``, ``trainers.norms``, ``trainers.data``);
-a test keeps them in sync. This module
-imports no torch so that search spaces and the CLI can validate configurations cheaply.
+a test keeps them in sync. What each residual wiring, placement, attention variant and AttnRes
+switch is (its placements, the fields it owns) is read from ``trainers.catalogue``, whose names
+the residual, placement and attention Literals list (tested). This module imports no torch so
+that search spaces, the CLI and the reports can validate and read configurations cheaply.
 """
 
 from __future__ import annotations
