@@ -16,46 +16,41 @@ from reports.normalize import TrialView, recorded, varied_axes
 from reports.outcomes import counts, diverged
 from reports.published import attnres_switches
 from reports.stats import Comparison, Interval, adjust, compare, mean_ci, verdict
+from trainers import catalogue
+from trainers.config import MODEL_DEFAULTS, balanced_partition
 
-# The wiring: what makes a residual design. Everything else that varies (depth, width, lr...)
-# is context, and an arm is compared with the baseline wiring in the same context.
-WIRING_KEYS = (
-    "model.residual",
-    "model.placement",
-    "model.norm",
-    "model.norm_scaling",
-    "model.attention",
-    "model.attnres_blocks",
-    "model.attnres_key_norm",
-    "model.attnres_gate",
-    "model.attnres_query",
-    "model.attnres_heads",
-    "model.attnres_window",
-    "model.hc_streams",
-    "model.hc_dynamic",
-    "model.mhc_sinkhorn_iters",
-    "model.mix_ln_alpha",
-    "model.laurel_rank",
-    "model.dense_dilation",
-    "model.dense_period",
-)
+# The wiring: what makes a residual design (the catalogue's axes and every field an entry owns).
+# Everything else that varies (depth, width, lr...) is context, and an arm is compared with the
+# baseline wiring in the same context.
+WIRING_KEYS = tuple(f"model.{name}" for name in catalogue.wiring_fields())
 BASELINE_WIRING = {"model.residual": "standard", "model.placement": "pre"}
 DEPTH_KEY = "model.n_layers"
 RESIDUAL_KEY = "model.residual"
 
 
 def wiring_label(row: pd.Series) -> str:
-    """A trial's wiring as a label: residual/placement, plus N for Block AttnRes, each
-    AttnRes design switch away from the paper's choice, LAuReL-LR's rank and DenseFormer's k x p."""
+    """A trial's wiring as a label: residual/placement, then its catalogue entry's label segments
+    (N for Block AttnRes first; LAuReL-LR's rank and DenseFormer's k x p after), the attention
+    variant and each AttnRes design switch away from the paper's choice."""
+    residual = row.get(RESIDUAL_KEY)
     parts = [str(row.get(RESIDUAL_KEY, "?")), str(row.get("model.placement", "?"))]
-    if "model.attnres_blocks" in row and row.get(RESIDUAL_KEY) == "block_attnres":
-        parts.append(f"N={row['model.attnres_blocks']}")
-    attention = str(recorded(row, "model.attention"))
-    if attention != "standard":
-        parts.append(attention)
+    own = _WIRINGS[residual].label if residual in _WIRINGS else ()
+    parts.extend(_segments([p for p in own if p.lead], row))
+    parts.extend(_attention_parts(str(recorded(row, "model.attention")), row))
     parts.extend(f"{name}={value}" for name, value in attnres_switches(row).items())
-    parts.extend(_owned_parts(row))
+    parts.extend(_segments([p for p in own if not p.lead], row))
     return "/".join(parts)
+
+
+_WIRINGS = {w.name: w for w in catalogue.WIRINGS}
+_ATTENTIONS = {a.name: a for a in catalogue.ATTENTIONS}
+
+
+def _attention_parts(attention: str, row: pd.Series) -> list[str]:
+    """The attention variant's segments; a record from before the field ("nan") ran standard."""
+    if attention in _ATTENTIONS:
+        return _segments(list(_ATTENTIONS[attention].label), row)
+    return [] if attention == "nan" else [attention]
 
 
 def _whole(value: object) -> int | None:
@@ -67,23 +62,21 @@ def _whole(value: object) -> int | None:
     return None if math.isnan(number) else int(number)
 
 
-def _owned_parts(row: pd.Series) -> list[str]:
-    """LAuReL-LR's rank r=R, and DenseFormer's KxP when it is not the full 1x1."""
-    residual = row.get(RESIDUAL_KEY)
-    if residual == "laurel_lr":
-        return [f"r={_whole(recorded(row, 'model.laurel_rank'))}"]
-    if residual == "denseformer":
-        k, p = (_whole(recorded(row, f"model.dense_{n}")) for n in ("dilation", "period"))
-        return [] if k == p == 1 else [f"{k}x{p}"]
-    return []
-
-
-def block_partition(n_sublayers: int, n_blocks: int) -> tuple[int, ...]:
-    """Sublayers per Block AttnRes block: balanced, the longer blocks first. The model's rule
-    (``trainers.config.balanced_partition``), restated because reports import no trainers; a
-    test keeps the two equal."""
-    size, longer = divmod(n_sublayers, n_blocks)
-    return tuple(size + 1 if k < longer else size for k in range(n_blocks))
+def _segments(parts: list[catalogue.LabelPart], row: pd.Series) -> list[str]:
+    """Each label part as text. Integers are read whole, absent ones (a record from before the
+    field existed) at the default they ran; values read as recorded need every field present."""
+    out = []
+    for part in parts:
+        keys = [f"model.{name}" for name in part.fields]
+        if not part.whole:
+            if all(k in row for k in keys):
+                out.append(part.template.format(*(row[k] for k in keys)))
+            continue
+        defaults = [MODEL_DEFAULTS[name] for name in part.fields]
+        values = [_whole(row.get(k)) or d for k, d in zip(keys, defaults, strict=True)]
+        if not (part.hide_at_default and values == defaults):
+            out.append(part.template.format(*values))
+    return out
 
 
 def partitions(trials: pd.DataFrame) -> dict[str, tuple[int, ...]]:
@@ -94,7 +87,7 @@ def partitions(trials: pd.DataFrame) -> dict[str, tuple[int, ...]]:
         return {}
     rows = trials[trials[RESIDUAL_KEY] == "block_attnres"].drop_duplicates("arm")
     return {
-        str(r["arm"]): block_partition(2 * int(r[DEPTH_KEY]), int(r["model.attnres_blocks"]))
+        str(r["arm"]): balanced_partition(2 * int(r[DEPTH_KEY]), int(r["model.attnres_blocks"]))
         for _, r in rows.iterrows()
     }
 

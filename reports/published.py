@@ -9,17 +9,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from reports.normalize import recorded
+from trainers import catalogue
+from trainers.config import ATTNRES_SWITCHES
 
-# The AttnRes design switches at the paper's choice, as recorded parameters: the defaults of
-# trainers.config.ATTNRES_SWITCHES, repeated because reports import no trainers (a test keeps the
-# two equal).
-ATTNRES_DEFAULTS = {
-    "model.attnres_key_norm": "rmsnorm",
-    "model.attnres_gate": "softmax",
-    "model.attnres_query": "static",
-    "model.attnres_heads": "1",
-    "model.attnres_window": "0",
-}
+# The AttnRes design switches at the paper's choice, as recorded parameters (MLflow's strings).
+ATTNRES_DEFAULTS = {f"model.{name}": str(value) for name, value in ATTNRES_SWITCHES.items()}
+_SHORT = {f"model.{s.field}": s.short for s in catalogue.SWITCHES}
 
 
 def attnres_switches(params: Mapping[str, object]) -> dict[str, str]:
@@ -28,8 +23,8 @@ def attnres_switches(params: Mapping[str, object]) -> dict[str, str]:
     out = {}
     for key, default in ATTNRES_DEFAULTS.items():
         value = str(recorded(params, key, default))
-        if value != default:
-            out[key.removeprefix("model.attnres_")] = value
+        if value not in (default, "nan", "None"):
+            out[_SHORT[key]] = value
     return out
 
 

@@ -6,6 +6,7 @@ from typing import Any
 
 from search_spaces.distributions import Choice, FloatRange, IntRange
 from search_spaces.space import Objective, Space
+from trainers import catalogue
 from trainers.config import VALID_PLACEMENTS
 
 TINY: dict[str, Any] = {
@@ -47,9 +48,9 @@ CORE = {
 }
 
 
-# Wirings whose paper fixes the norm type: their arms run with it instead of the model's default
-# (RMSNorm), and say so in their names. DeepNet's x <- LN(alpha*x + f(x)) is a LayerNorm.
-PAPER_NORM = {"deepnorm": "layernorm"}
+# Wirings whose paper fixes the norm type (their catalogue entry's paper_norm): their arms run
+# with it instead of the model's default (RMSNorm), and say so in their names.
+PAPER_NORM = {w.name: w.paper_norm for w in catalogue.WIRINGS if w.paper_norm}
 
 
 def _every_wiring() -> dict[str, dict[str, Any]]:

@@ -2,8 +2,10 @@
 
 Each closed set is a ``Literal`` whose values are registry keys (``trainers.residual``,
 ``trainers.residual.depth_mixing``, ``trainers.placement``, ``trainers.norms``, ``trainers.data``);
-a test keeps them in sync. This module
-imports no torch so that search spaces and the CLI can validate configurations cheaply.
+a test keeps them in sync. What each residual wiring, placement, attention variant and AttnRes
+switch is (its placements, the fields it owns) is read from ``trainers.catalogue``, whose names
+the residual, placement and attention Literals list (tested). This module imports no torch so
+that search spaces, the CLI and the reports can validate and read configurations cheaply.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
+from trainers import catalogue
 from trainers.identity import refusal, unread_fields
 
 ResidualName = Literal[
@@ -42,49 +45,15 @@ QueryName = Literal["static", "input", "scalar"]
 DataSource = Literal["stdlib", "text", "tokens", "synthetic"]
 Precision = Literal["auto", "32-true", "64-true", "bf16-mixed", "16-mixed", "bf16-true"]
 
-# The validity matrix: the placements each residual type is defined for.
-# - AttnRes mixes sources with weights that sum to one, which is the residual sum's function only
-#   when the sublayer normalizes its input (pre, sandwich).
-# - ReZero is defined without norms (its paper) and, as a common variant, with pre-norm; the
-#   one-alpha-per-block form (its official code) likewise.
-# - DeepNorm is post-norm by definition (x <- LN(alpha*x + F(x))).
-# - Hyper-Connections, mHC and mHC-lite widen a pre-norm stream; their init reproduces pre-norm.
-# - DenseFormer averages block outputs, whatever the block's own norms are.
-# - Mix-LN (placement "mix") is a standard-residual schedule of post- then pre-norm blocks.
-# - LAuReL reweights (RW) or augments (LR) a residual connection; its paper's LLMs are pre-norm,
-#   and at init both are pre-norm's plain residual.
-# - MUDDFormer feeds each attention separately normed query, key and value inputs and a residual
-#   stream, pre-norm in its paper and code; its init reproduces pre-norm.
-VALID_PLACEMENTS: dict[str, tuple[str, ...]] = {
-    "standard": ("pre", "post", "sandwich", "mix", "none"),
-    "rezero": ("pre", "none"),
-    "rezero_shared": ("pre", "none"),
-    "deepnorm": ("post",),
-    "attnres": ("pre", "sandwich"),
-    "block_attnres": ("pre", "sandwich"),
-    "hyper": ("pre", "sandwich"),
-    "mhc": ("pre", "sandwich"),
-    "mhc_lite": ("pre", "sandwich"),
-    "denseformer": ("pre", "post", "sandwich", "none"),
-    "laurel_rw": ("pre",),
-    "laurel_lr": ("pre",),
-    "mudd": ("pre",),
-}
+# The validity matrix: the placements each residual type is defined for (each entry of
+# trainers.catalogue says why in its module and docs row).
+VALID_PLACEMENTS: dict[str, tuple[str, ...]] = {w.name: w.placements for w in catalogue.WIRINGS}
 # LayerNorm Scaling scales the norm on a sublayer's input, so it needs one there.
-LNS_PLACEMENTS = ("pre", "sandwich")
+LNS_PLACEMENTS = tuple(p.name for p in catalogue.PLACEMENTS if p.input_norm)
 
 MAX_LAYERS = 1024
 # mHC-lite learns one weight per permutation of the streams: n! of them (120 at n = 5, 720 at 6).
 MHC_LITE_MAX_STREAMS = 5
-
-# The AttnRes design switches and the paper's choice for each (the default).
-ATTNRES_SWITCHES: dict[str, object] = {
-    "attnres_key_norm": "rmsnorm",
-    "attnres_gate": "softmax",
-    "attnres_query": "static",
-    "attnres_heads": 1,
-    "attnres_window": 0,
-}
 
 # The one rule for a field a configuration does not read (trainers.identity.READERS says who
 # reads what): a sweep gives it its default (trainers.identity.normalized), and an explicit
@@ -95,7 +64,7 @@ REFUSED_UNREAD: tuple[str, ...] = (
     "laurel_rank",
     "dense_dilation",
     "dense_period",
-    *ATTNRES_SWITCHES,
+    *(s.field for s in catalogue.SWITCHES),
 )
 
 
@@ -302,7 +271,7 @@ class ModelConfig:
             if name not in unread:
                 _in_range("model", name, getattr(self, name), 1, high.get(name, self.n_layers))
         for name in unread:
-            if name in REFUSED_UNREAD and getattr(self, name) != _MODEL_DEFAULTS[name]:
+            if name in REFUSED_UNREAD and getattr(self, name) != MODEL_DEFAULTS[name]:
                 raise ValueError(refusal(self, name))
 
     @property
@@ -461,7 +430,12 @@ class RunConfig:
     data: DataConfig = field(default_factory=DataConfig)
 
 
-_MODEL_DEFAULTS: dict[str, Any] = {f.name: f.default for f in dataclasses.fields(ModelConfig)}
+MODEL_DEFAULTS: dict[str, Any] = {f.name: f.default for f in dataclasses.fields(ModelConfig)}
+
+# The AttnRes design switches (trainers.catalogue.SWITCHES) and the paper's choice for each (the
+# default).
+ATTNRES_SWITCHES: dict[str, object] = {s.field: MODEL_DEFAULTS[s.field] for s in catalogue.SWITCHES}
+
 
 SECTIONS: dict[str, type[Any]] = {"model": ModelConfig, "train": TrainConfig, "data": DataConfig}
 

@@ -24,14 +24,23 @@ Torch-free, like ``trainers.config``: the trial and the CLI import it cheaply.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from trainers import catalogue
+from trainers.catalogue import TRAIN, TRAIN_CONST, weighted_sum
 from trainers.config import ModelConfig
 
-TRAIN = 3  # forward + backward of a product whose two operands both need gradients
-TRAIN_CONST = 2  # ... whose other operand is a constant (the backward computes one gradient)
+__all__ = [
+    "ATTENTION_FLOPS",
+    "TRAIN",
+    "TRAIN_CONST",
+    "WIRING_FLOPS",
+    "Flops",
+    "flops_per_token",
+    "train_flops",
+    "weighted_sum",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,125 +75,21 @@ def flops_per_token(cfg: ModelConfig) -> Flops:
     )
 
 
+def _nothing(cfg: ModelConfig) -> int:
+    return 0
+
+
 def train_flops(cfg: ModelConfig, steps: int, batch_size: int) -> int:
     """Training FLOPs of ``steps`` optimizer steps of ``batch_size`` sequences of ``seq_len``."""
     return flops_per_token(cfg).total * steps * batch_size * cfg.seq_len
 
 
-# ---- the wirings ------------------------------------------------------------------------------
-# Each: forward products per token, times TRAIN (or TRAIN_CONST). Scalar weights (ReZero's alpha,
-# DeepNorm's alpha, LAuReL-RW's alpha and beta) and outer products (Hyper-Connections' B (x) f(h))
-# are elementwise: no matrix product.
-
-
-def _nothing(cfg: ModelConfig) -> int:
-    return 0
-
-
-def weighted_sum(sources: int, d: int) -> int:
-    """Forward FLOPs of a weighted sum of ``sources`` vectors of width d, a product with inner
-    dimension ``sources``; over one source it is a scaling, elementwise."""
-    return 2 * sources * d if sources > 1 else 0
-
-
-def _laurel_lr(cfg: ModelConfig) -> int:
-    """x A B at each of the 2L sites: (d x r) then (r x d)."""
-    return TRAIN * cfg.n_sublayers * 2 * 2 * cfg.d_model * cfg.laurel_rank
-
-
-def _read_and_mix(cfg: ModelConfig) -> int:
-    """Per site, the read and the stream mix: one (n + 1) x n map applied to the n x d streams."""
-    n = cfg.hc_streams
-    return 2 * (n + 1) * n * cfg.d_model
-
-
-def _hyper(cfg: ModelConfig) -> int:
-    """Hyper-Connections: the read and mix per site; dynamic, also Norm(H) (n x d) times W_m (d),
-    W_r (d x n) and W_b (d)."""
-    n, d = cfg.hc_streams, cfg.d_model
-    dynamic = 2 * n * d * (n + 2) if cfg.hc_dynamic else 0
-    return TRAIN * cfg.n_sublayers * (_read_and_mix(cfg) + dynamic)
-
-
-def _mhc(cfg: ModelConfig) -> int:
-    """mHC: the flattened stream (n d) times the three maps' columns (n + n + n^2), the read and
-    mix; Sinkhorn's normalizations are reductions."""
-    n, d = cfg.hc_streams, cfg.d_model
-    maps = 2 * n * d * (2 * n + n * n)
-    return TRAIN * cfg.n_sublayers * (maps + _read_and_mix(cfg))
-
-
-def _mhc_lite(cfg: ModelConfig) -> int:
-    """mHC-lite: mHC's products with n! mixing columns, and H_res = sum_k a_k P_k, the n! weights
-    times the constant (n! x n^2) permutation matrices (2x: only the weights need a gradient)."""
-    n, d = cfg.hc_streams, cfg.d_model
-    perms = math.factorial(n)
-    maps = 2 * n * d * (2 * n + perms)
-    mix = TRAIN_CONST * 2 * perms * n * n
-    return cfg.n_sublayers * (TRAIN * (maps + _read_and_mix(cfg)) + mix)
-
-
-def _denseformer(cfg: ModelConfig) -> int:
-    """DenseFormer: after each block i with p | i, the weighted sum of floor(i/k) + 1 outputs."""
-    k, p = cfg.dense_dilation, cfg.dense_period
-    return TRAIN * sum(weighted_sum(i // k + 1, cfg.d_model) for i in range(p, cfg.n_layers + 1, p))
-
-
-def attnres_sources(cfg: ModelConfig) -> list[int]:
-    """The sources each AttnRes site's softmax reads, in site order (the output site last): Full,
-    the embedding and every earlier output; Block, the embedding, the completed blocks' summaries
-    and the current block's partial sum; at most 1 + ``attnres_window`` of them."""
-    counts: list[int] = []
-    for block, size in enumerate(cfg.attnres_block_sizes):
-        counts += [block + 1 + (k > 0) for k in range(size)]
-    counts.append(len(cfg.attnres_block_sizes) + 1)  # the output site: every summary
-    window = cfg.attnres_window
-    return [min(s, window + 1) for s in counts] if window else counts
-
-
-def _attnres(cfg: ModelConfig) -> int:
-    """AttnRes, per site: each source's logit, H full-width queries against the d-wide key (none
-    with scalar logits), and the weighted sum of the sources (H groups of d/H channels: 2d per
-    source); with input-dependent queries, also the site's d x Hd query projection."""
-    d, heads = cfg.d_model, cfg.attnres_heads
-    sources = attnres_sources(cfg)
-    logit = 0 if cfg.attnres_query == "scalar" else 2 * heads * d
-    projection = 2 * d * heads * d if cfg.attnres_query == "input" else 0
-    return TRAIN * sum(logit * s + weighted_sum(s, d) + projection for s in sources)
-
-
-def _mudd(cfg: ModelConfig) -> int:
-    """MUDDFormer, after block i (S = i + 2 sources, C streams, hidden C S e): the generator's
-    two products, d x (C S e) and (C S e) x (C S), and the C weighted sums of S outputs."""
-    d, total = cfg.d_model, 0
-    for i in range(cfg.n_layers):
-        last = i == cfg.n_layers - 1
-        # mudd.STREAMS (q, k, v, r) and mudd.LAST_BLOCK_EXPAND; the test holds the two together
-        streams, expand, sources = (1, 4, i + 2) if last else (4, 1, i + 2)
-        weights = streams * sources
-        hidden = weights * expand
-        total += 2 * d * hidden + 2 * hidden * weights + streams * weighted_sum(sources, d)
-    return TRAIN * total
-
-
+# The per-wiring formulas are the catalogue entries' (trainers.catalogue), each beside the facts
+# of its wiring; these tables are views of them.
 WIRING_FLOPS: dict[str, Callable[[ModelConfig], int]] = {
-    "standard": _nothing,
-    "rezero": _nothing,
-    "rezero_shared": _nothing,
-    "deepnorm": _nothing,
-    "attnres": _attnres,
-    "block_attnres": _attnres,
-    "hyper": _hyper,
-    "mhc": _mhc,
-    "mhc_lite": _mhc_lite,
-    "denseformer": _denseformer,
-    "laurel_rw": _nothing,
-    "laurel_lr": _laurel_lr,
-    "mudd": _mudd,
+    w.name: w.flops or _nothing for w in catalogue.WIRINGS
 }
 # ResFormer's value residual mixes two value tensors with scalar weights: elementwise.
 ATTENTION_FLOPS: dict[str, Callable[[ModelConfig], int]] = {
-    "standard": _nothing,
-    "value_residual": _nothing,
-    "value_residual_learned": _nothing,
+    a.name: a.flops or _nothing for a in catalogue.ATTENTIONS
 }

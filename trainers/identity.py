@@ -2,13 +2,15 @@
 its default. Two configurations that build the same model have the same normal form, so a sweep
 gives them one trial key and one record (docs/style.md, "identity follows behaviour").
 
-``READERS`` is the one table of who reads what, found by reading the code that consumes each
-field (``trainers.model``, ``trainers.placement``, ``trainers.layers``, ``trainers.residual``);
-a field it does not name is read by every configuration. A test builds the models of a field's
-two values where it is unread and finds them equal (parameter shapes, and logits at one seed).
+``READERS`` is the one table of who reads what: the fields the catalogue's entries own (a
+wiring's, a placement's), and the few rules no entry owns (rotary's base, the scaled init under
+LayerNorm Scaling, the norms of placement none); a field it does not name is read by every
+configuration. A test builds the models of a field's two values where it is unread and finds
+them equal (parameter shapes, and logits at one seed), which holds the catalogue's ``owns`` to
+the code that reads them.
 
 Torch-free, and below ``trainers.config`` (whose refusals it words), so it imports no
-configuration at run time: it reads a ``ModelConfig`` by its fields, or a plain mapping of a
+configuration, not even for its types: it reads a ``ModelConfig`` by its fields, or a plain mapping of a
 model section's values (a sweep's point before it is validated).
 """
 
@@ -18,6 +20,8 @@ import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
+
+from trainers import catalogue
 
 if TYPE_CHECKING:
     # typeshed's name for "an instance of a dataclass": ModelConfig here, which this module
@@ -65,33 +69,27 @@ def _alternatives(values: tuple[object, ...]) -> str:
     return shown[0] if len(shown) == 1 else f"{', '.join(shown[:-1])} or {shown[-1]}"
 
 
-def _residual(*names: str) -> Reader:
-    return Reader(only={"residual": names})
+def _owned(axis: str, entries: tuple[catalogue.Entry, ...]) -> dict[str, Reader]:
+    """The fields the catalogue's entries of one axis own: each read where ``axis`` takes the
+    name of an entry that owns it."""
+    names: dict[str, tuple[str, ...]] = {}
+    for entry in entries:
+        for field_ in entry.owns:
+            names[field_] = (*names.get(field_, ()), entry.name)
+    return {field_: Reader(only={axis: owners}) for field_, owners in names.items()}
 
 
-_DEPTH_MIXING = ("attnres", "block_attnres")  # the wirings that build AttnRes's depth mixing
-
-# Who reads each field that not every configuration reads.
+# Who reads each field that not every configuration reads: what the catalogue's wirings,
+# placements and attention variants own (``trainers.catalogue``: e.g. block_attnres's partition,
+# the Table 4 switches, hyper's streams, Mix-LN's alpha), then the rules no entry owns.
 READERS: dict[str, Reader] = {
-    # block_attnres's partition; Full AttnRes has one sublayer per block whatever N is.
-    "attnres_blocks": _residual("block_attnres"),
-    # The Table 4 switches build AttnResStream's DepthMixer; a scalar query has no keys to norm
-    # (ScalarLogits builds RawKeys whatever the key norm is).
+    **_owned("residual", catalogue.WIRINGS),
+    **_owned("placement", catalogue.PLACEMENTS),
+    **_owned("attention", catalogue.ATTENTIONS),
+    # A scalar query has no keys to norm (ScalarLogits builds RawKeys whatever the key norm is).
     "attnres_key_norm": Reader(
-        only={"residual": _DEPTH_MIXING}, never={"attnres_query": ("scalar",)}
+        only={"residual": catalogue.switch_owners()}, never={"attnres_query": ("scalar",)}
     ),
-    "attnres_gate": _residual(*_DEPTH_MIXING),
-    "attnres_query": _residual(*_DEPTH_MIXING),
-    "attnres_heads": _residual(*_DEPTH_MIXING),
-    "attnres_window": _residual(*_DEPTH_MIXING),
-    "hc_streams": _residual("hyper", "mhc", "mhc_lite"),  # MultiStream and its sites
-    "hc_dynamic": _residual("hyper"),  # HyperSite only; mHC's maps are always dynamic
-    # MHCSite.res_map; MHCLiteSite replaces it by a softmax over permutations, no Sinkhorn.
-    "mhc_sinkhorn_iters": _residual("mhc"),
-    "laurel_rank": _residual("laurel_lr"),
-    "dense_dilation": _residual("denseformer"),
-    "dense_period": _residual("denseformer"),
-    "mix_ln_alpha": Reader(only={"placement": ("mix",)}),  # trainers.placement's Mix-LN slots
     "rope_base": Reader(only={"pos": ("rope",)}),  # Rotary; learned positions have none
     # ModelConfig.uses_scaled_init: LayerNorm Scaling turns the scaled init off.
     "scaled_init": Reader(only={"norm_scaling": ("none",)}),

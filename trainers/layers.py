@@ -52,14 +52,14 @@ class Attention(nn.Module):
         )
         self.values = nn.Identity() if values is None else values
 
-    def forward(self, x: Tensor, kv: tuple[Tensor, Tensor] | None = None) -> Tensor:
-        """Self-attention over ``x`` (B, T, d); with ``kv``, ``x`` is the query input and
-        ``kv`` the separate key and value inputs (MUDDFormer's decoupled streams)."""
+    def forward(self, x: Tensor, *kv: Tensor) -> Tensor:
+        """Self-attention over ``x`` (B, T, d); given key and value inputs too, ``x`` is the
+        query input and each input goes through its own rows of the projection."""
         b, t, d = x.shape
-        if kv is None:
-            q, k, v = self.qkv(x).view(b, t, 3, self.n_heads, d // self.n_heads).unbind(2)
-        else:
+        if kv:
             q, k, v = self._project_each(x, *kv)
+        else:
+            q, k, v = self.qkv(x).view(b, t, 3, self.n_heads, d // self.n_heads).unbind(2)
         q, k, v = (z.transpose(1, 2) for z in (q, k, v))  # (B, nh, T, hd)
         v = self.values(v)
         if self.rotary is not None:

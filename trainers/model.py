@@ -9,6 +9,7 @@ in ``__init__`` so that ``forward`` does not branch on the variant.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 from torch import Tensor, nn
@@ -23,11 +24,12 @@ from trainers.residual import RESIDUALS
 
 class Branch(nn.Module):
     """One sublayer with its placement's branch slots:
-    ``drop(norm_out(layer(in_scale * norm_in(x))))``; ``in_scale`` is the norm scaling's factor
-    for this block (1 unless LayerNorm Scaling).
+    ``drop(norm_out(layer(in_scale * norm_in(x), ...)))``; ``in_scale`` is the norm scaling's
+    factor for this block (1 unless LayerNorm Scaling).
 
-    An attention branch whose wiring feeds it separate key and value inputs (MUDDFormer) holds
-    ``kv_norms``, their own input norms, and is called as ``branch(x_q, (x_k, x_v))``."""
+    A branch takes as many inputs as its site hands it (``Residual.inputs``): one by default;
+    an attention fed separate key and value inputs (MUDDFormer) takes three, and each input
+    after the first has its own input norm, filled like ``norm_in`` (``kv_norms``)."""
 
     def __init__(
         self,
@@ -36,22 +38,21 @@ class Branch(nn.Module):
         norm_out: nn.Module,
         p: float,
         in_scale: float,
-        kv_norms: tuple[nn.Module, nn.Module] | None = None,
+        extra_norms: Sequence[nn.Module] = (),
     ) -> None:
         super().__init__()
         self.norm_in, self.layer, self.norm_out = norm_in, layer, norm_out
         self.in_scale = in_scale
         self.drop = nn.Dropout(p)
-        self.kv_norms = nn.ModuleList(kv_norms or ())
+        self.kv_norms = nn.ModuleList(extra_norms)
 
-    def forward(self, x: Tensor, kv: tuple[Tensor, Tensor] | None = None) -> Tensor:
-        h = self.norm_in(x)
-        if self.in_scale != 1.0:
-            h = h * self.in_scale
-        if kv is not None:
-            kv = self.kv_norms[0](kv[0]) * self.in_scale, self.kv_norms[1](kv[1]) * self.in_scale
-            return self.drop(self.norm_out(self.layer(h, kv)))
-        return self.drop(self.norm_out(self.layer(h)))
+    def forward(self, x: Tensor, *extra: Tensor) -> Tensor:
+        inputs = [self._scaled(self.norm_in(x))]
+        inputs += [self._scaled(n(z)) for n, z in zip(self.kv_norms, extra, strict=True)]
+        return self.drop(self.norm_out(self.layer(*inputs)))
+
+    def _scaled(self, h: Tensor) -> Tensor:
+        return h * self.in_scale if self.in_scale != 1.0 else h
 
 
 class Block(nn.Module):
@@ -79,16 +80,15 @@ class Block(nn.Module):
         def norm(filled: bool) -> nn.Module:
             return build_norm(cfg.norm, cfg.d_model, cfg.norm_eps) if filled else nn.Identity()
 
-        def branch(layer: nn.Module, kv_norms: tuple[nn.Module, nn.Module] | None = None) -> Branch:
+        def branch(layer: nn.Module, sublayer: int) -> Branch:
+            extra = [norm(slots.norm_in) for _ in range(residual.inputs(cfg, sublayer) - 1)]
             return Branch(
-                layer, norm(slots.norm_in), norm(slots.norm_out), cfg.dropout, scale, kv_norms
+                layer, norm(slots.norm_in), norm(slots.norm_out), cfg.dropout, scale, extra
             )
 
         values = ATTENTIONS.get(cfg.attention).values(cfg, index, memory or LayerMemory())
-        decoupled = residual.decoupled_kv(cfg, index)
-        kv_norms = (norm(slots.norm_in), norm(slots.norm_in)) if decoupled else None
-        self.attn = branch(Attention(cfg, values), kv_norms)
-        self.mlp = branch(MLP(cfg))
+        self.attn = branch(Attention(cfg, values), 2 * index)
+        self.mlp = branch(MLP(cfg), 2 * index + 1)
         self.attn_site = residual.site(cfg, 2 * index, norm(slots.post_main))
         self.mlp_site = residual.site(cfg, 2 * index + 1, norm(slots.post_main))
 

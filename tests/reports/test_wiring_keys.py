@@ -1,16 +1,15 @@
-"""What the report knows about the model's configuration without importing it: which fields make
-a wiring (and so an arm's identity and its baseline matching) and Block AttnRes's partitions."""
+"""What the report knows about the model's configuration (from the torch-free catalogue and
+config): which fields make a wiring (and so an arm's identity and its baseline matching) and
+Block AttnRes's partitions."""
 
 from __future__ import annotations
 
 import dataclasses
 
-import pytest
-
-from reports.ablation import WIRING_KEYS, block_partition
+from reports.ablation import WIRING_KEYS
 from reports.sections import main_table
 from tests.reports.frames import sweep, trial
-from trainers.config import ModelConfig, balanced_partition
+from trainers.config import ModelConfig
 
 # Fields that size or configure the network without choosing its wiring: an arm is compared with
 # the baseline wiring at the same values of these.
@@ -42,13 +41,6 @@ def test_every_model_field_is_wiring_or_context() -> None:
     assert fields == wiring | CONTEXT_FIELDS, (
         f"unclassified: {sorted(fields - wiring - CONTEXT_FIELDS)}"
     )
-
-
-@pytest.mark.parametrize("n_sublayers", [1, 2, 3, 7, 12, 16, 20, 33, 64])
-def test_report_partition_is_the_models(n_sublayers: int) -> None:
-    """The report's partition rule is the model's, for every N from 1 to 2L."""
-    for n_blocks in range(1, n_sublayers + 1):
-        assert block_partition(n_sublayers, n_blocks) == balanced_partition(n_sublayers, n_blocks)
 
 
 def test_results_name_each_block_attnres_arms_partition() -> None:

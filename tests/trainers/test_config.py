@@ -1,4 +1,5 @@
-"""Configuration: registries in sync with the Literals, validation, and the YAML/--set path."""
+"""Configuration: registries in sync with the Literals (the residual, attention and placement
+ones in tests/trainers/test_catalogue.py), validation, and the YAML/--set path."""
 
 from __future__ import annotations
 
@@ -28,8 +29,6 @@ from trainers.config import (
 from trainers.config_io import build_config, from_dict, parse_overrides
 from trainers.data import SOURCES
 from trainers.norms import NORMS
-from trainers.placement import PLACEMENTS
-from trainers.residual import RESIDUALS
 from trainers.residual.depth_mixing import GATES, KEY_NORMS, QUERIES
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -38,8 +37,6 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.mark.parametrize(
     "literal,registry",
     [
-        (ResidualName, RESIDUALS),
-        (PlacementName, PLACEMENTS),
         (NormName, NORMS),
         (DataSource, SOURCES),
         (KeyNormName, KEY_NORMS),

@@ -48,7 +48,7 @@ def _attention_inputs(model: DeepTransformer, block: int, idx: torch.Tensor) -> 
     assert isinstance(b, Block) and isinstance(b.attn_site, MuddAttentionSite)
     hooks = [
         b.attn_site.register_forward_pre_hook(lambda m, args: seen.append(args[0].x)),
-        b.attn.register_forward_pre_hook(lambda m, args: seen.extend([args[0], *args[1]])),
+        b.attn.register_forward_pre_hook(lambda m, args: seen.extend(args)),  # (Q, K, V)
     ]
     with torch.no_grad():
         model(idx)

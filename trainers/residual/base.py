@@ -9,8 +9,10 @@ A wiring has two parts, so that ``model.py``'s forward never branches on the var
   ``finish(state) -> tensor`` (what the final norm and the head see).
 
 The state is whatever the wiring needs: one tensor for a plain residual, the list of earlier
-outputs for AttnRes. Which placements a wiring is defined for is data in
-``trainers.config.VALID_PLACEMENTS``.
+outputs for AttnRes. A site hands its branch one input by default, or as many as
+``Residual.inputs`` says (cross-layer inputs such as MUDDFormer's separate query, key and value
+streams). What a wiring is (its placements, fields, FLOPs, label, paper) is its entry in
+``trainers.catalogue``.
 """
 
 from __future__ import annotations
@@ -50,11 +52,11 @@ class Residual:
         return Stream()
 
     @staticmethod
-    def decoupled_kv(cfg: ModelConfig, block: int) -> bool:
-        """Whether block ``block``'s attention site passes separate key and value inputs
-        (``branch(x_q, (x_k, x_v))``, MUDDFormer); the block then gives the branch an input norm
-        for each. Otherwise queries, keys and values all come from one input."""
-        return False
+    def inputs(cfg: ModelConfig, sublayer: int) -> int:
+        """How many inputs the site before global sublayer ``sublayer`` hands its branch
+        (``branch(x, *extra)``), each normed by its own input norm: one, the default; an
+        attention also reads three, its query, key and value inputs (MUDDFormer)."""
+        return 1
 
     @staticmethod
     def init_weights(model: nn.Module, cfg: ModelConfig) -> None:

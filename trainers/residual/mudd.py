@@ -27,13 +27,15 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from trainers.catalogue import mudd_shape
 from trainers.config import ModelConfig
 from trainers.residual import probe
 from trainers.residual.base import RESIDUALS, Residual, Stream
 from trainers.residual.standard import AddSite
 
-STREAMS = ("q", "k", "v", "r")  # the order of the generated weights' stream axis
-LAST_BLOCK_EXPAND = 4  # the last aggregation's hidden width, in multiples of its output width
+# The aggregations' shapes (streams q, k, v, r in that order on the generated weights' stream
+# axis; the last one's wider hidden layer) are the catalogue's (trainers.catalogue.mudd_shape),
+# which its FLOP and parameter formulas read too.
 
 
 @dataclass
@@ -44,14 +46,14 @@ class MuddState:
 
 
 class MuddAttentionSite(AddSite):
-    """The attention site: x <- X^R + branch(X^Q, (X^K, X^V)); block 0 reads x for all three."""
+    """The attention site: x <- X^R + branch(X^Q, X^K, X^V); block 0 reads x for all three."""
 
     def forward(self, state: MuddState, branch: nn.Module) -> MuddState:  # type: ignore[override]
         if state.qkv is None:
             state.x = super().forward(state.x, branch)
         else:
             q, k, v = state.qkv
-            state.x = self.post_norm(state.x + branch(q, (k, v)))
+            state.x = self.post_norm(state.x + branch(q, k, v))
         return state
 
 
@@ -69,9 +71,8 @@ class DepthAggregate(nn.Module):
     # a_i is a (C, S) matrix; decaying it toward zero would cut the residual path.
     no_weight_decay = ("static",)
 
-    def __init__(self, d: int, sources: int, streams: int, expand: int, eps: float) -> None:
+    def __init__(self, d: int, sources: int, streams: int, hidden: int, eps: float) -> None:
         super().__init__()
-        hidden = streams * sources * expand
         self.streams, self.sources, self.eps = streams, sources, eps
         self.w_in = nn.Parameter(torch.randn(d, hidden) / math.sqrt(d))  # W_1 ~ N(0, 1/d)
         self.w_out = nn.Parameter(torch.zeros(hidden, streams * sources))  # W_2 = 0
@@ -88,16 +89,9 @@ class DepthAggregate(nn.Module):
 class MuddStream(Stream):
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
-        last = cfg.n_layers - 1
         self.aggregates = nn.ModuleList(
-            DepthAggregate(
-                cfg.d_model,
-                sources=i + 2,
-                streams=1 if i == last else len(STREAMS),
-                expand=LAST_BLOCK_EXPAND if i == last else 1,
-                eps=cfg.norm_eps,
-            )
-            for i in range(cfg.n_layers)
+            DepthAggregate(cfg.d_model, sources, streams, hidden, cfg.norm_eps)
+            for streams, sources, hidden in (mudd_shape(cfg, i) for i in range(cfg.n_layers))
         )
 
     def begin(self, emb: Tensor) -> MuddState:
@@ -127,5 +121,7 @@ class Mudd(Residual):
         return MuddStream(cfg)
 
     @staticmethod
-    def decoupled_kv(cfg: ModelConfig, block: int) -> bool:
-        return block > 0
+    def inputs(cfg: ModelConfig, sublayer: int) -> int:
+        """Separate query, key and value inputs for every attention after block 0's (whose one
+        input is the embedding)."""
+        return 3 if sublayer % 2 == 0 and sublayer > 0 else 1
