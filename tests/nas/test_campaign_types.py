@@ -17,24 +17,16 @@ from nas.spec import search_spec, trial_label
 from nas.tracking import RecordedTrial
 from reports.schema import GRID_PARAM, Status
 from search_spaces import BUILTIN
-from search_spaces.distributions import Choice, FloatRange
-from search_spaces.space import Kind, Objective, Space
-from trainers.config import RunConfig, flatten
+from search_spaces.space import Kind
+from tests.nas.test_record import SEARCH as RECORD_SEARCH
+from tests.nas.test_record import _recorded as recorded_as
+from trainers.config import RunConfig
 
-SEARCH = Space(
-    name="s",
-    description="",
-    kind="search",
-    params={"train.lr": FloatRange(1e-4, 1e-2, log=True), "model.d_model": Choice((32, 64))},
-    trials=5,
-    objectives=(Objective("val/loss"),),
-)
+SEARCH = replace(RECORD_SEARCH, trials=5)
 
 
 def _recorded(spec, status: Status | None) -> RecordedTrial:  # type: ignore[no-untyped-def]
-    params = {k: str(v) for k, v in flatten(spec.config).items()}
-    metrics = {"final/val_loss": 2.5} if status == Status.FINISHED else {}
-    return RecordedTrial(spec.key, spec.key, spec.arm, spec.seed, status, "", "", params, metrics)
+    return recorded_as(spec, status, {"final/val_loss": 2.5} if status == Status.FINISHED else {})
 
 
 def _grid() -> GridCampaign:
