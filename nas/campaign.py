@@ -112,7 +112,8 @@ class GridCampaign(Campaign):
     run, each trial finds its spec by key. ASHA is never the default: an ablation compares full
     runs."""
 
-    partitions: Mapping[str, tuple[int, ...]] = field(default_factory=dict)  # see ``describe``
+    # each AttnRes arm's blocks (sublayers per block): what ``attnres_blocks`` = N means there
+    blocks: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
     _by_key: dict[str, TrialSpec] = field(init=False, repr=False, compare=False)
 
     asha_by_default: ClassVar[bool] = False
@@ -161,8 +162,7 @@ class GridCampaign(Campaign):
             f"{len(self.skipped)} skipped"
         ]
         lines += [f"skipped {s.arm}: {s.reason}" for s in self.skipped]
-        # what ``attnres_blocks`` = N means at each AttnRes arm's depth
-        return lines + [f"partition {a}: {partition_label(p)}" for a, p in self.partitions.items()]
+        return lines + [f"partition {a}: {partition_label(b)}" for a, b in self.blocks.items()]
 
 
 @dataclass(frozen=True)
