@@ -177,3 +177,21 @@ def test_each_campaign_describes_what_it_runs() -> None:
     lines = campaign_of(BUILTIN["smoke"], RunConfig()).describe()
     assert lines[0] == "2 trials (2 configurations x 1 seeds); 0 skipped"
     assert lines[1:] == ["partition block_attnres: 2 blocks of 2 sublayers"]
+
+
+def test_a_search_s_summary_lists_every_recorded_trial_as_planned() -> None:
+    """Through the summary, a search's plan keeps every recorded trial in it (a killed one
+    keeps the sweep open) and each proposal not made is 'not started'."""
+    from nas.summary import NOT_STARTED, UNSETTLED, outcomes
+
+    search, recorded = _search_record()
+    results = outcomes(search.planned(recorded), recorded)
+    assert [(o.status, o.planned) for o in results] == [
+        ("finished", True),
+        ("diverged", True),
+        ("killed", True),
+        (NOT_STARTED, True),
+        (NOT_STARTED, True),
+    ]
+    assert [o.label for o in results][3:] == ["proposal 1", "proposal 2"]
+    assert sum(o.status in UNSETTLED for o in results) == 3
