@@ -31,8 +31,8 @@ def run_spaces(args: argparse.Namespace) -> int:
 
 
 def _show(space: Any) -> None:
-    from search_spaces import grid_cells, partitions
-    from trainers.config import RunConfig, partition_label
+    from nas.campaign import campaign_of
+    from trainers.config import RunConfig
 
     print(f"{space.name} ({space.kind}): {space.description}")
     for name, overrides in space.arms.items():
@@ -40,15 +40,5 @@ def _show(space: Any) -> None:
     for key, dist in space.params.items():
         print(f"  param {key}: {dist.to_data()}")
     print(f"  seeds: {list(space.seeds)}")
-    if space.kind == "search":
-        print(f"  {space.trials} trials, sampler {space.sampler}")
-        return
-    cells, skipped = grid_cells(space, RunConfig())
-    print(
-        f"  {len(cells)} trials ({len(cells) // len(space.seeds)} configurations x "
-        f"{len(space.seeds)} seeds); {len(skipped)} skipped"
-    )
-    for s in skipped:
-        print(f"  skipped {s.arm}: {s.reason}")
-    for label, sizes in partitions(cells).items():
-        print(f"  partition {label}: {partition_label(sizes)}")
+    for line in campaign_of(space, RunConfig()).describe():
+        print(f"  {line}")

@@ -12,7 +12,7 @@ import dataclasses
 import hashlib
 import itertools
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -106,7 +106,7 @@ def proposal_identity(space: Space, point: Mapping[str, Any], seed: int) -> tupl
     return trial_key(arm, point, seed), arm
 
 
-def _search_models(space: Space, base: RunConfig) -> list[dict[str, Any]]:
+def search_models(space: Space, base: RunConfig) -> list[dict[str, Any]]:
     """A search's model sections as far as what they read: the base under each combination of
     the sampled choices of a field that decides it (a range decides none)."""
     selectors = {f"model.{k}" for reader in READERS.values() for k in reader.selectors}
@@ -122,14 +122,10 @@ def _search_models(space: Space, base: RunConfig) -> list[dict[str, Any]]:
     ]
 
 
-def check_read(
-    space: Space, base: RunConfig, specs: list[TrialSpec], settings: Mapping[str, Any]
-) -> None:
-    """Refuse a ``--set`` of a model field, away from its default, that no configuration of the
-    sweep reads: the rule ``nas train`` applies to its one configuration (a field that only
-    some configurations read takes its default in the others)."""
-    grid = space.kind == "grid"
-    models = [s.config.model for s in specs] if grid else _search_models(space, base)
+def check_read(space: str, models: Sequence[Any], settings: Mapping[str, Any]) -> None:
+    """Refuse a ``--set`` of a model field, away from its default, that none of the sweep's
+    ``models`` (its campaign's) reads: the rule ``nas train`` applies to its one configuration
+    (a field that only some configurations read takes its default in the others)."""
     defaults = {f.name: f.default for f in dataclasses.fields(ModelConfig)}
     for key, value in settings.items():
         name = key.removeprefix("model.")
@@ -138,5 +134,5 @@ def check_read(
         if all(name in unread_fields(m) for m in models):
             raise ValueError(
                 f"{applies_to(name, value)}; no configuration of space "
-                f"{space.name!r} reads it (leave it at {defaults[name]!r})"
+                f"{space!r} reads it (leave it at {defaults[name]!r})"
             )

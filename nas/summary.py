@@ -36,14 +36,10 @@ class Outcome:
         return float(self.metrics.get(Metric.FINAL_VAL_LOSS, math.nan))
 
 
-def outcomes(
-    planned: Mapping[str, str] | None, recorded: Mapping[str, RecordedTrial]
-) -> list[Outcome]:
-    """One outcome per planned trial (key -> label; None for a search, whose plan is every
-    trial it records), plus every recorded trial a grid's plan does not name (cells an earlier
-    plan had: reported, but they do not keep this invocation's plan open)."""
-    search = planned is None
-    planned = planned or {}
+def outcomes(planned: Mapping[str, str], recorded: Mapping[str, RecordedTrial]) -> list[Outcome]:
+    """One outcome per planned trial (key -> label: the campaign's ``planned``), plus every
+    recorded trial the plan does not name (cells an earlier plan had: reported, but they do not
+    keep this invocation's plan open)."""
     out = []
     for key, label in planned.items():
         r = recorded.get(key)
@@ -53,7 +49,7 @@ def outcomes(
         if key not in planned:
             status = r.status.value if r.status else "running"
             label = trial_label(r.arm, r.seed)
-            out.append(Outcome(label, status, r.reason, r.metrics, r, planned=search))
+            out.append(Outcome(label, status, r.reason, r.metrics, r, planned=False))
     return out
 
 

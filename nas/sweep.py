@@ -21,7 +21,6 @@ from pathlib import Path
 from nas.checkpoints import latest_checkpoints, prune
 from nas.exits import Exit
 from nas.outbox import JOURNAL_FOLDER
-from nas.spec import TrialSpec
 from nas.sweep_open import begin, context
 from nas.sweep_plan import Plan, SweepOptions, plan
 from nas.tracking import (
@@ -34,25 +33,12 @@ from nas.tracking import (
 from nas.trial import SweepContext
 from nas.tune_run import on_sigterm, start_ray, tuner
 from record.redact import redact
-from record.schema import SETTLED
 from record.uri import resolve_tracking_uri
 
 __all__ = ["SweepOptions", "plan", "run_sweep"]
 
 EXIT_INTERRUPTED, EXIT_TERMINATED = Exit.INTERRUPTED, Exit.TERMINATED
 EXIT_TIME_BUDGET, EXIT_STORE_DOWN = Exit.TIME_BUDGET, Exit.STORE_DOWN
-
-
-def _todo(p: Plan, recorded: dict[str, RecordedTrial]) -> tuple[list[TrialSpec] | int, int]:
-    """(what this invocation runs, how many planned trials an earlier invocation settled)."""
-    from nas.searcher import remaining
-
-    if p.space.kind == "grid":
-        settled = {k for k, t in recorded.items() if t.status in SETTLED}
-        todo = [s for s in p.specs if s.key not in settled]
-        return todo, len(p.specs) - len(todo)
-    left = remaining(p.space, recorded)
-    return left, p.space.trials - left
 
 
 def _fit(
@@ -67,47 +53,26 @@ def _fit(
     from nas.live import LiveView
     from nas.outcomes import Outcomes
 
-    todo, earlier = _todo(p, recorded)
-    total = len(p.specs) if p.space.kind == "grid" else p.space.trials
-    if not todo:
+    total = p.campaign.total
+    if not p.campaign.left(recorded):
         print(
             f"sweep {p.name}: all {total} planned trials are settled in the record; nothing to run"
         )
         return 0
     start_ray(opts)
     on_sigterm(seen)
-    view = LiveView(ctx, total, earlier)
-    tuner(opts, p, ctx, todo, [view, Outcomes(ctx)], recorded).fit()
+    view = LiveView(ctx, total, p.campaign.settled(recorded))
+    tuner(opts, p, ctx, [view, Outcomes(ctx)], recorded).fit()
     return view.repeats
 
 
 def _finish(p: Plan, uri: str, record: SweepRecord, repeats: int) -> tuple[dict[str, float], str]:
     """Close the record (trials left RUNNING are killed) and summarize it."""
-    from nas.summary import (
-        NOT_STARTED,
-        Outcome,
-        best,
-        outcomes,
-        print_next,
-        summarize,
-        write_best,
-    )
+    from nas.summary import best, outcomes, print_next, summarize, write_best
 
     close_sweep(record, {}, None, p.folder)
-    from nas.searcher import RERUN, remaining
-
     recorded = recorded_trials(record)
-    planned = {s.key: s.label for s in p.specs} if p.space.kind == "grid" else None
-    results = outcomes(planned, recorded)
-    if planned is None:  # a search's proposals not made yet (the time budget ran out)
-        missing = (
-            remaining(p.space, recorded)
-            - repeats
-            - sum(t.status in RERUN for t in recorded.values())  # listed already
-        )
-        results += [
-            Outcome(f"proposal {i + 1}", NOT_STARTED, "", {}, None) for i in range(max(0, missing))
-        ]
+    results = outcomes(p.campaign.planned(recorded, repeats), recorded)
     summary = summarize(p.name, results, p.space.objectives, p.skipped)
     print_next(p.name, uri, resolve_tracking_uri(None), p.folder)
     top = best(results)

@@ -5,7 +5,6 @@ the parent run, log this invocation's plan; and the context every trial of it ge
 from __future__ import annotations
 
 import json
-import math
 import sys
 import time
 from pathlib import Path
@@ -139,23 +138,19 @@ def _git_commit() -> str:
 
 
 def context(opts: SweepOptions, p: Plan, record: SweepRecord) -> SweepContext:
-    """What every trial of this invocation gets: its spec by key, the earlier checkpoints of
-    each key, the limits."""
+    """What every trial of this invocation gets: the campaign (its spec from its Tune config),
+    the earlier checkpoints of each key, the limits."""
     tags = {
         Tag.SPACE: p.space.name,
         Tag.VERSION: package_version(),
         Tag.GIT_COMMIT: _git_commit(),
     }
-    worst = {o.key: math.inf if o.mode == "min" else -math.inf for o in p.space.objectives}
     checkpoints = latest_checkpoints(p.folder)
     return SweepContext(
         record=shareable(record),  # Tune pickles it to disk: no password
-        base=p.base,
-        space=p.space,
-        specs={s.key: s for s in p.specs},
-        seed=p.space.seeds[0],
+        campaign=p.campaign,
         tags=tags,
-        worst=worst if p.space.kind == "search" else {},
+        worst=p.campaign.worst(),
         resume_from={k: tuple(str(c) for c in v) for k, v in checkpoints.items()},
         trial_timeout_s=None if opts.trial_timeout_min is None else opts.trial_timeout_min * 60,
         deadline=None if opts.time_budget_h is None else time.time() + opts.time_budget_h * 3600,

@@ -1,22 +1,23 @@
 """A sweep's plan: the command's options, and everything decided from them before Ray starts or
-anything is recorded (the space, the base configuration, the grid's trial specs and skipped
-cells, where the state lives). Building it raises ValueError on bad input."""
+anything is recorded (the space, the base configuration, the campaign: a grid's trial specs and
+skipped cells, or a search; where the state lives). Building it raises ValueError on bad input."""
 
 from __future__ import annotations
 
 import math
 import os
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from nas.spec import TrialSpec, check_read, grid_specs
+from nas.campaign import Campaign, campaign_of
+from nas.spec import TrialSpec, check_read
 from record.redact import redact
 from record.stores import check_store
-from search_spaces import Space, get_space, grid_cells
-from search_spaces.space import Skipped, collapsed, nest
+from search_spaces import Space, get_space
+from search_spaces.space import Skipped, nest
 from trainers.budget import BUDGET_FIELDS, LENGTH_FIELDS, REFERENCE_STEPS, check_one_length
 from trainers.config import RunConfig
 from trainers.config_io import from_dict, parse_overrides
@@ -51,12 +52,26 @@ class SweepOptions:
 class Plan:
     """Everything decided before Ray starts; building it raises ValueError on bad input."""
 
-    space: Space
+    campaign: Campaign  # grid or search, made once here: everything else asks it
     name: str
-    base: RunConfig
-    specs: list[TrialSpec]  # grid only: every valid cell, expanded once
-    skipped: list[Skipped]
     storage: Path
+
+    @property
+    def space(self) -> Space:
+        return self.campaign.space
+
+    @property
+    def base(self) -> RunConfig:
+        return self.campaign.base
+
+    @property
+    def specs(self) -> list[TrialSpec]:
+        """The trials known before anything runs: a grid's valid cells (a search has none)."""
+        return list(self.campaign.specs)
+
+    @property
+    def skipped(self) -> list[Skipped]:
+        return list(self.campaign.skipped)
 
     @property
     def folder(self) -> Path:
@@ -84,9 +99,9 @@ def plan(opts: SweepOptions) -> Plan:
         space, base={**space_base, **{k: v for k, v in flat.items() if k in space_base}}
     )
     base = from_dict(extra, from_dict(nest(space.base)))
-    cells, skipped = grid_cells(space, base) if space.kind == "grid" else ([], [])
-    if space.kind == "grid" and not cells:
-        reasons = "; ".join(sorted({s.reason for s in skipped}))
+    campaign = campaign_of(space, base)
+    if not campaign.total:
+        reasons = "; ".join(sorted({s.reason for s in campaign.skipped}))
         raise ValueError(f"space {space.name!r} has no valid configuration ({reasons})")
     storage = Path(opts.storage_path or Path.cwd() / "ray_results").resolve()
     _check_writable(storage)
@@ -112,14 +127,13 @@ def plan(opts: SweepOptions) -> Plan:
             "use --scheduler none"
         )
     if opts.study_storage is not None:
-        _check_study_storage(opts.study_storage, space)
-    specs = grid_specs(cells)
-    check_read(space, base, specs, flat)
-    for line in collapsed(cells):  # cells differing only in fields their model does not read
+        _check_study_storage(opts.study_storage, campaign)
+    check_read(space.name, campaign.models(), flat)
+    for line in campaign.notes:  # cells differing only in fields their model does not read
         print(line)
-    _check_workers(opts.workers_per_trial, base, specs)
+    _check_workers(opts.workers_per_trial, base, campaign.specs)
     _check_address(opts.address or os.environ.get("RAY_ADDRESS"))
-    return Plan(space, name, base, specs, skipped, storage)
+    return Plan(campaign, name, storage)
 
 
 def budgeted(space: Space, base: RunConfig) -> bool:
@@ -150,7 +164,7 @@ def command_line_length(space_base: Mapping[str, Any], flat: Mapping[str, Any]) 
     return out
 
 
-def _check_workers(workers: int, base: RunConfig, specs: list[TrialSpec]) -> None:
+def _check_workers(workers: int, base: RunConfig, specs: Sequence[TrialSpec]) -> None:
     """Every trial's global batch splits evenly over its data-parallel workers (a search's
     sampled batch size is checked when it is proposed: the trial is infeasible)."""
     from nas.data_parallel import check_split
@@ -162,11 +176,12 @@ def _check_workers(workers: int, base: RunConfig, specs: list[TrialSpec]) -> Non
         raise ValueError(f"--workers-per-trial {workers}: {err}") from None
 
 
-def _check_study_storage(url: str, space: Space) -> None:
+def _check_study_storage(url: str, campaign: Campaign) -> None:
     """A search's study database: SQLite or PostgreSQL, reachable; a grid has no study."""
-    if space.kind != "search":
+    if not campaign.has_study:
+        space = campaign.space
         raise ValueError(
-            f"--study-storage: only a search has an Optuna study; {space.name!r} is a grid"
+            f"--study-storage: only a search has an Optuna study; {space.name!r} is a {space.kind}"
         )
     scheme = url.partition("://")[0].split("+")[0]
     if scheme not in ("sqlite", "postgresql", "postgres"):

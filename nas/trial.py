@@ -16,13 +16,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from nas.campaign import Campaign
 from nas.checkpoints import CKPT_NAME, latest_checkpoints
 from nas.data_parallel import TrialLink, Workers, check_split
 from nas.outbox import TrackingOutage, journal_path
-from nas.spec import TrialSpec, proposal_identity, search_spec
+from nas.spec import TrialSpec, proposal_identity
 from nas.tracking import SweepRecord, TrialRun, recorded_trial
 from record.errors import first_line
-from record.schema import GRID_PARAM, SETTLED, Metric, Report, Status, Tag
+from record.schema import SETTLED, Metric, Report, Status, Tag
 from search_spaces.space import Space
 from trainers.config import RunConfig
 
@@ -35,10 +36,7 @@ class SweepContext:
     workers."""
 
     record: SweepRecord
-    base: RunConfig
-    space: Space
-    specs: Mapping[str, TrialSpec] = field(default_factory=dict)  # grid: every planned trial
-    seed: int = 0  # search trials: the seed they run with
+    campaign: Campaign  # grid or search: which spec a Tune config is
     tags: Mapping[str, str] = field(default_factory=dict)
     # searches: each objective's Tune key -> its worst value, reported for an infeasible or
     # diverged trial so the searcher avoids the region
@@ -53,15 +51,22 @@ class SweepContext:
     folder: str | None = None  # the sweep's storage folder: the trials' metric journals
     workers: Workers | None = None  # --workers-per-trial > 1: each trial's data-parallel group
 
+    @property
+    def space(self) -> Space:
+        return self.campaign.space
+
+    @property
+    def seed(self) -> int:
+        """The seed a proposal runs with (a search's trials)."""
+        return self.campaign.seed
+
     def journal(self, key: str) -> Path | None:
         return None if self.folder is None else journal_path(Path(self.folder), key)
 
     def spec_for(self, config: Mapping[str, Any]) -> TrialSpec:
         """The trial's spec from its Tune config; ValueError for a search point the
         configuration rejects, or whose batch does not split over the trial's workers."""
-        if GRID_PARAM in config:
-            return self.specs[str(config[GRID_PARAM])]
-        spec = search_spec(self.base, self.space, config, self.seed)
+        spec = self.campaign.spec_for(config)
         if self.workers is not None:
             check_split(spec.config, self.workers.count)
         return spec

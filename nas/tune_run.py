@@ -13,12 +13,10 @@ from typing import Any
 from nas.checkpoints import next_experiment
 from nas.data_parallel import Workers
 from nas.outbox import OUTAGE_ENV
-from nas.spec import TrialSpec
 from nas.sweep_plan import Plan, SweepOptions, budgeted
 from nas.tracking import SECRET_URI_ENV, RecordedTrial
 from nas.trial import SweepContext, run_trial
 from record.redact import redact
-from record.schema import GRID_PARAM
 from record.uri import resolve_tracking_uri
 
 DRIVER_MEMORY = 2**20  # bytes: a data-parallel trial's own reservation, a token (see tuner)
@@ -28,16 +26,14 @@ def tuner(
     opts: SweepOptions,
     p: Plan,
     ctx: SweepContext,
-    todo: list[TrialSpec] | int,
     callbacks: list[Any],
     recorded: dict[str, RecordedTrial],
 ) -> Any:
-    """This invocation's Tune experiment: the grid's trials still to run (``todo`` specs,
-    passed by key), or ``todo`` more proposals of a search warm-started from the record."""
+    """This invocation's Tune experiment over the trials the plan's campaign has left: a grid's
+    (passed by key) or a search's proposals (warm-started from the record)."""
     from ray import tune
 
     from nas.outcomes import TimeBudget
-    from nas.searcher import searcher
 
     cpus, gpus = _cpus_per_trial(opts), _gpus_per_trial(opts)
     resources = {"cpu": cpus, "gpu": gpus}
@@ -63,38 +59,31 @@ def tuner(
         verbose=1 if opts.verbose else 0,
         callbacks=callbacks,
     )
-    if isinstance(todo, list):
-        param_space = {GRID_PARAM: tune.grid_search([s.key for s in todo])}
-        tune_config = tune.TuneConfig(
-            scheduler=_scheduler(opts, p),  # carries its own metric: Tune refuses it twice
-            max_concurrent_trials=opts.concurrency,
-            reuse_actors=single,
-        )
-    else:
-        param_space = {}
-        tune_config = tune.TuneConfig(
-            # the searcher and ASHA carry their own metrics
-            search_alg=searcher(
-                p.space, recorded, dict(ctx.worst), ctx.seed, opts.study_storage, p.name
-            ),
-            scheduler=_scheduler(opts, p),
-            num_samples=todo,
-            max_concurrent_trials=opts.concurrency,
-            reuse_actors=single,
-        )
+    trials = p.campaign.tune_trials(recorded, opts.study_storage, p.name)
+    tune_config = tune.TuneConfig(
+        # the searcher and ASHA carry their own metrics: Tune refuses one given twice
+        search_alg=trials.search_alg,
+        scheduler=_scheduler(opts, p),
+        num_samples=trials.num_samples,
+        max_concurrent_trials=opts.concurrency,
+        reuse_actors=single,
+    )
     return tune.Tuner(
-        trainable, param_space=param_space, tune_config=tune_config, run_config=run_config
+        trainable,
+        param_space=dict(trials.param_space),
+        tune_config=tune_config,
+        run_config=run_config,
     )
 
 
 def _scheduler(opts: SweepOptions, p: Plan) -> Any:
-    """ASHA for single-objective searches by default. Never by default for a grid (an ablation
-    compares full runs) nor for a multi-objective search (stopping on the first objective
-    would cut the small, cheap models a Pareto front is looking for)."""
+    """ASHA by default where the campaign wants it (a search; never a grid: an ablation
+    compares full runs) and the space has one objective (stopping on the first objective of
+    several would cut the small, cheap models a Pareto front is looking for)."""
     single = len(p.space.objectives) == 1
     # Budgeted trials train different step counts: ASHA's rungs (equal steps) would not be
     # equal compute, so auto picks none and an explicit asha is refused (nas.sweep_plan.plan).
-    auto = p.space.kind == "search" and single and not budgeted(p.space, p.base)
+    auto = p.campaign.asha_by_default and single and not budgeted(p.space, p.base)
     if not (opts.scheduler == "asha" or (opts.scheduler == "auto" and auto)):
         return None
     from ray.tune.schedulers import ASHAScheduler
