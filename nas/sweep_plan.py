@@ -7,20 +7,19 @@ from __future__ import annotations
 import math
 import os
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 from nas.campaign import Campaign, campaign_of
 from nas.spec import TrialSpec, check_read
 from record.redact import redact
 from record.stores import check_store
 from search_spaces import Space, get_space
-from search_spaces.space import Skipped, nest
-from trainers.budget import BUDGET_FIELDS, LENGTH_FIELDS, REFERENCE_STEPS, check_one_length
+from search_spaces.command_line import under_command_line
+from search_spaces.space import Skipped
+from trainers.budget import budgeted
 from trainers.config import RunConfig
-from trainers.config_io import from_dict, parse_overrides
 
 
 @dataclass(frozen=True)
@@ -85,20 +84,7 @@ def plan(opts: SweepOptions) -> Plan:
         space = replace(space, seeds=opts.seeds)
     if opts.trials is not None:
         space = replace(space, trials=opts.trials)
-    extra = parse_overrides(opts.overrides)
-    if opts.max_steps:
-        extra.setdefault("train", {})["max_steps"] = opts.max_steps
-    check_one_length(extra)
-    # A grid cell's point carries the space's base and is applied over ``base`` again, so a
-    # --set of a key the space's base sets must replace it there too, or it is silently lost.
-    flat = {
-        f"{section}.{name}": v for section, fields in extra.items() for name, v in fields.items()
-    }
-    space_base = command_line_length(space.base, flat)
-    space = replace(
-        space, base={**space_base, **{k: v for k, v in flat.items() if k in space_base}}
-    )
-    base = from_dict(extra, from_dict(nest(space.base)))
+    space, base, flat = under_command_line(space, opts.overrides, opts.max_steps)
     campaign = campaign_of(space, base)
     if not campaign.total:
         reasons = "; ".join(sorted({s.reason for s in campaign.skipped}))
@@ -120,7 +106,7 @@ def plan(opts: SweepOptions) -> Plan:
     ):
         if value is not None and not (value > 0 and math.isfinite(value)):
             raise ValueError(f"{flag} {value}: must be a positive number")
-    if opts.scheduler == "asha" and budgeted(space, base):
+    if opts.scheduler == "asha" and budgeted(base.train, space.params):
         raise ValueError(
             "--scheduler asha: this sweep's trials train to FLOP or token budgets, so their "
             "step counts differ and ASHA would compare them at equal steps, not equal compute; "
@@ -134,34 +120,6 @@ def plan(opts: SweepOptions) -> Plan:
     _check_workers(opts.workers_per_trial, base, campaign.specs)
     _check_address(opts.address or os.environ.get("RAY_ADDRESS"))
     return Plan(campaign, name, storage)
-
-
-def budgeted(space: Space, base: RunConfig) -> bool:
-    """Whether the sweep's trials take their length from a budget (its base sets one, or a
-    searched parameter is one): each trial then trains its own number of steps."""
-    keys = {f"train.{n}" for n in BUDGET_FIELDS}
-    return any(getattr(base.train, n) > 0 for n in BUDGET_FIELDS) or bool(keys & set(space.params))
-
-
-def command_line_length(space_base: Mapping[str, Any], flat: Mapping[str, Any]) -> dict[str, Any]:
-    """The space's base under a run length given on the command line (``--max-steps``, or a
-    ``--set`` of train.max_steps, train.target_flops or train.tokens_per_param): it replaces
-    the space's own, so the two never meet in one configuration. When a budget replaces the
-    space's max_steps, the space's warm-up and validation interval are rescaled to the 600-step
-    schedule a budget scales from (``trainers.budget``), so they keep their fraction of the run."""
-    keys = [f"train.{n}" for n in LENGTH_FIELDS]
-    given = [k for k in keys if flat.get(k)]
-    if not given:
-        return dict(space_base)
-    # A given length the space's base holds stays there, to be replaced: a trial's key hashes
-    # its point, which holds the space's base, so --max-steps keeps the keys it always made.
-    out = {k: v for k, v in space_base.items() if k not in keys or k in given}
-    steps = space_base.get("train.max_steps")
-    if steps and not flat.get("train.max_steps"):
-        for key in ("train.warmup_steps", "train.val_every"):
-            if key in out:
-                out[key] = max(1 if out[key] else 0, round(out[key] * REFERENCE_STEPS / steps))
-    return out
 
 
 def _check_workers(workers: int, base: RunConfig, specs: Sequence[TrialSpec]) -> None:

@@ -13,11 +13,12 @@ from typing import Any
 from nas.checkpoints import next_experiment
 from nas.data_parallel import Workers
 from nas.outbox import OUTAGE_ENV
-from nas.sweep_plan import Plan, SweepOptions, budgeted
+from nas.sweep_plan import Plan, SweepOptions
 from nas.tracking import SECRET_URI_ENV, RecordedTrial
 from nas.trial import SweepContext, run_trial
 from record.redact import redact
 from record.uri import resolve_tracking_uri
+from trainers.budget import budgeted
 
 DRIVER_MEMORY = 2**20  # bytes: a data-parallel trial's own reservation, a token (see tuner)
 
@@ -83,7 +84,7 @@ def _scheduler(opts: SweepOptions, p: Plan) -> Any:
     single = len(p.space.objectives) == 1
     # Budgeted trials train different step counts: ASHA's rungs (equal steps) would not be
     # equal compute, so auto picks none and an explicit asha is refused (nas.sweep_plan.plan).
-    auto = p.campaign.asha_by_default and single and not budgeted(p.space, p.base)
+    auto = p.campaign.asha_by_default and single and not budgeted(p.base.train, p.space.params)
     if not (opts.scheduler == "asha" or (opts.scheduler == "auto" and auto)):
         return None
     from ray.tune.schedulers import ASHAScheduler

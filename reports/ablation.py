@@ -17,6 +17,7 @@ from reports.outcomes import counts, diverged
 from reports.published import attnres_switches
 from reports.stats import Comparison, Interval, adjust, compare, mean_ci, verdict
 from trainers import catalogue
+from trainers.budget import BUDGET_KEYS, DERIVED_KEYS
 from trainers.config import MODEL_DEFAULTS, balanced_partition
 
 # The wiring: what makes a residual design (the catalogue's axes and every field an entry owns).
@@ -95,12 +96,10 @@ def partitions(trials: pd.DataFrame) -> dict[str, tuple[int, ...]]:
 # A run's length when it trains to a budget (train.target_flops or train.tokens_per_param):
 # derived from the budget and the wiring's own FLOPs (trainers.budget), so it differs between
 # wirings at one budget and is not part of the context an arm is compared in.
-BUDGET_KEYS = ("train.target_flops", "train.tokens_per_param")
-DERIVED_LENGTH_KEYS = ("train.max_steps", "train.warmup_steps", "train.val_every")
 
 
 def context_keys(trials: pd.DataFrame) -> list[str]:
-    derived = DERIVED_LENGTH_KEYS if _all_budgeted(trials) else ()
+    derived = DERIVED_KEYS if _all_budgeted(trials) else ()
     return [k for k in varied_axes(trials) if k not in WIRING_KEYS and k not in derived]
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from record.read import RecordedRun
 from record.schema import FINAL_METRICS, Metric, Tag
+from trainers.identity import unread_fields
 
 RUN_ID = re.compile(r"[0-9a-f]{32}")
 FINAL_PREFIX = "final/"
@@ -88,9 +89,18 @@ class RunDiff:
 
 def config_changes(a: Mapping[str, str], b: Mapping[str, str]) -> list[Change]:
     """The params (the flattened configuration) whose values differ, a key only one run has
-    among them; keys in sorted order. Values compare as recorded (MLflow keeps text)."""
-    keys = sorted(set(a) | set(b))
+    among them; keys in sorted order. Values compare as recorded (MLflow keeps text). A model
+    field both runs record and either one's configuration does not read (``trainers.identity``:
+    Block AttnRes's block count beside a standard run) is no difference between the models
+    they built."""
+    unread = (_unread(a) | _unread(b)) & set(a) & set(b)
+    keys = sorted((set(a) | set(b)) - unread)
     return [Change(k, a.get(k), b.get(k)) for k in keys if a.get(k) != b.get(k)]
+
+
+def _unread(params: Mapping[str, str]) -> set[str]:
+    model = {k.removeprefix("model."): v for k, v in params.items() if k.startswith("model.")}
+    return {f"model.{name}" for name in unread_fields(model)}
 
 
 def compare(a: Mapping[str, float], b: Mapping[str, float], names: list[str]) -> list[Compared]:

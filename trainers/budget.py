@@ -23,7 +23,7 @@ Torch-free, like ``trainers.config``.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -35,6 +35,16 @@ from trainers.flops import flops_per_token
 REFERENCE_STEPS = TrainConfig().max_steps
 BUDGET_FIELDS = ("target_flops", "tokens_per_param")
 LENGTH_FIELDS = ("max_steps", *BUDGET_FIELDS)
+# The same as recorded params (dotted), and what a budget derives: the one list of each, which
+# the sweep's plan and the report both read.
+BUDGET_KEYS = tuple(f"train.{n}" for n in BUDGET_FIELDS)
+DERIVED_KEYS = ("train.max_steps", "train.warmup_steps", "train.val_every")
+
+
+def budgeted(base: TrainConfig, searched: Iterable[str] = ()) -> bool:
+    """Whether trials take their length from a budget: ``base`` sets one, or a searched
+    parameter (a dotted key in ``searched``) is one; each trial then trains its own steps."""
+    return any(getattr(base, n) > 0 for n in BUDGET_FIELDS) or bool(set(BUDGET_KEYS) & {*searched})
 
 
 def budget_params(cfg: ModelConfig) -> int:

@@ -18,8 +18,9 @@ from reports.document import Figure, Paragraph, Section, Table
 from reports.published import COMPUTE_MULTIPLIER
 from reports.stats import mean_ci
 from reports.sweep import SweepData
+from trainers.budget import BUDGET_KEYS
 
-BUDGET_KEY = "train.target_flops"
+BUDGET_KEY = BUDGET_KEYS[0]  # a FLOP budget: train.target_flops
 Frontier = dict[float, tuple[int, float]]  # budget -> (best depth, its mean loss)
 LOSS = Metric.FINAL_VAL_LOSS
 CURVE_COLUMNS = (

@@ -141,3 +141,13 @@ def test_missing_store_is_refused_not_created(
     assert main(["diff", A_ID, B_ID, "--tracking-uri", uri]) == 2
     assert "no MLflow store there" in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_field_one_configuration_does_not_read_is_no_difference() -> None:
+    """Block AttnRes's block count beside a standard run (which normalizes it to its default)
+    builds no other model: not listed; between two Block AttnRes runs it is."""
+    a = {"model.residual": "standard", "model.attnres_blocks": "8"}
+    b = {"model.residual": "block_attnres", "model.attnres_blocks": "2"}
+    assert [c.key for c in config_changes(a, b)] == ["model.residual"]
+    c = {**b, "model.attnres_blocks": "4"}
+    assert [ch.key for ch in config_changes(b, c)] == ["model.attnres_blocks"]

@@ -1,6 +1,6 @@
 """Imports flow one way: the report reads what MLflow recorded and loads neither ``nas`` nor
-torch; of ``trainers`` it reads only the torch-free catalogue and config (what a wiring is, the
-config's defaults), so that it restates none of them. The ``nas report`` parser reads the plan
+torch; of ``trainers`` it reads only torch-free modules (the catalogue, the config, the budget and
+FLOP rules), so that it restates none of them. The ``nas report`` parser reads the plan
 choices without loading pandas; and no project module takes part in a file-level import
 circle."""
 
@@ -24,7 +24,14 @@ REPORT_MODULES = (
 
 
 # The trainers modules that import no torch, and that reports may read.
-TORCH_FREE_TRAINERS = {"trainers", "trainers.catalogue", "trainers.config", "trainers.identity"}
+TORCH_FREE_TRAINERS = {
+    "trainers",
+    "trainers.budget",
+    "trainers.catalogue",
+    "trainers.config",
+    "trainers.flops",
+    "trainers.identity",
+}
 
 
 def _modules_after(code: str) -> set[str]:
