@@ -18,9 +18,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-import lightning as L
 import torch
 
+from tests.trainers.test_divergence import _SaveAtStep
 from trainers.config import ModelConfig
 from trainers.config_io import from_dict
 from trainers.model import DeepTransformer
@@ -62,18 +62,9 @@ CELLS: dict[str, dict[str, Any]] = {
 IDX = torch.tensor([[1, 5, 2, 7, 0, 3, 6, 4]])
 
 
-class _SaveAt(L.Callback):
-    def __init__(self, step: int, path: Path) -> None:
-        self.step, self.path = step, path
-
-    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        if trainer.global_step == self.step:
-            trainer.save_checkpoint(self.path, weights_only=False)
-
-
 def make_checkpoint() -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        save = _SaveAt(4, HERE / "attnres_old_layout.ckpt")
+        save = _SaveAtStep(4, HERE / "attnres_old_layout.ckpt")
         train(from_dict(RESUMED), Path(tmp), callbacks=[save], progress=False)
 
 
