@@ -75,13 +75,13 @@ class SiteParameters(nn.Module):
         self.no_weight_decay = tuple(initial)
         self.register_load_state_dict_pre_hook(_current_names)
 
-    def __getitem__(self, name: str) -> Tensor:
-        """The parameter ``name`` (typed: attribute access on a module is not)."""
+    def param(self, name: str) -> Tensor:
+        """The parameter ``name``, typed (``getattr`` on a module is not); cheap, and traceable."""
         return getattr(self, name)
 
     def folded(self) -> Tensor:
         """(n_sites, d): each site's query with its key-norm gain folded in."""
-        return self["queries"] * self["key_norm_weights"]
+        return self.param("queries") * self.param("key_norm_weights")
 
 
 # Where the plain path nested its parameters before one layout per model (issue 24):

@@ -68,7 +68,7 @@ class RMSKeys:
         return torch.rsqrt(y.square().mean(-1) + self.eps)
 
     def fold(self, p: SiteParameters, site: int, q: Tensor) -> Tensor:  # (..., d)
-        return q * p["key_norm_weights"][site]
+        return q * p.param("key_norm_weights")[site]
 
 
 class RawKeys:
@@ -121,7 +121,7 @@ class StaticQuery:
     def __call__(
         self, p: SiteParameters, site: int, values: Tensor, scales: Tensor | None
     ) -> Tensor:
-        q = self.keys.fold(p, site, p["queries"][site].view(self.shape.heads, -1))  # (H, d)
+        q = self.keys.fold(p, site, p.param("queries")[site].view(self.shape.heads, -1))  # (H, d)
         return _scaled((values @ q.T).transpose(-1, -2), scales)
 
 
@@ -144,7 +144,9 @@ class InputQuery:
         self, p: SiteParameters, site: int, values: Tensor, scales: Tensor | None
     ) -> Tensor:
         state = unit_rms(values[..., -1, :], self.shape.eps)  # (B, T, d)
-        q = (state @ p["query_proj"][site].T).unflatten(-1, (self.shape.heads, -1))  # (B, T, H, d)
+        q = (state @ p.param("query_proj")[site].T).unflatten(
+            -1, (self.shape.heads, -1)
+        )  # (B, T, H, d)
         return _scaled(self.keys.fold(p, site, q) @ values.transpose(-1, -2), scales)
 
 
@@ -165,7 +167,9 @@ class ScalarLogits:
     def __call__(
         self, p: SiteParameters, site: int, values: Tensor, scales: Tensor | None
     ) -> Tensor:
-        return p["source_logits"][site, :, : values.shape[-2]]  # (H, S), broadcast over tokens
+        return p.param("source_logits")[
+            site, :, : values.shape[-2]
+        ]  # (H, S), broadcast over tokens
 
 
 Score = StaticQuery | InputQuery | ScalarLogits
