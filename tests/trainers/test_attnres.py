@@ -230,7 +230,8 @@ def _mixing_inputs(n_sites: int = 5, n_sources: int = 7) -> tuple:
     from trainers.residual.depth_attention import SiteParameters
 
     torch.manual_seed(0)
-    sites = SiteParameters(n_sites, 8).double()
+    paper = {"queries": torch.zeros(n_sites, 8), "key_norm_weights": torch.ones(n_sites, 8)}
+    sites = SiteParameters(paper).double()
     torch.nn.init.normal_(sites.queries)
     torch.nn.init.normal_(sites.key_norm_weights)
     ys = [(torch.randn(2, 3, 8, dtype=torch.float64) * (i + 1)).requires_grad_() for i in range(7)]

@@ -16,7 +16,6 @@ import torch.nn.functional as F
 from tests.trainers.conftest import assert_causal, tiny
 from trainers.config import ATTNRES_SWITCHES, ModelConfig
 from trainers.model import DeepTransformer, num_params
-from trainers.residual.depth_attention import SiteParameters
 from trainers.residual.depth_mixing import DepthMixer
 from trainers.residual.probe import mixing_probe
 
@@ -87,7 +86,7 @@ def test_explicit_defaults_are_bitwise_the_default_model(residual: str) -> None:
         torch.manual_seed(0)
         model = DeepTransformer(tiny(residual=residual, n_layers=3, **explicit))
         _randomize_mixing(model)
-        assert isinstance(model.stream.sites, SiteParameters)
+        assert model.stream.fast
         models.append(model.eval())
     idx = torch.randint(0, 32, (2, 12))
     assert models[0].state_dict().keys() == models[1].state_dict().keys()
@@ -95,15 +94,9 @@ def test_explicit_defaults_are_bitwise_the_default_model(residual: str) -> None:
 
 
 def _on_plain_path(model: DeepTransformer) -> None:
-    """Swaps a default model's fast-path sites for a DepthMixer holding the same values."""
-    stream, cfg = model.stream, model.cfg
-    sites = stream.sites
-    assert isinstance(sites, SiteParameters)
-    mixer = DepthMixer(cfg, cfg.n_sublayers + 1, stream.capacity).to(sites.queries.dtype)
-    with torch.no_grad():
-        mixer.score.queries.copy_(sites.queries)
-        mixer.score.keys.key_norm_weights.copy_(sites.key_norm_weights)
-    stream.sites = mixer
+    """Sends a default model through the plain path (DepthMixer's formula), same parameters."""
+    assert model.stream.fast
+    model.stream.fast = False
 
 
 @pytest.mark.parametrize("residual", RESIDUALS)
@@ -235,7 +228,7 @@ def test_heads_with_equal_queries_are_one_head(residual: str, query: str) -> Non
     _randomize_mixing(one)
     four = DeepTransformer(tiny(attnres_gate="sigmoid", attnres_heads=4, **kw)).double()
     state = dict(one.state_dict())
-    name = "stream.sites.score." + ("queries" if query == "static" else "query_proj")
+    name = "stream.sites." + ("queries" if query == "static" else "query_proj")
     state[name] = torch.cat([state[name]] * 4, dim=1)  # each group's query = the single one
     four.load_state_dict(state)
     idx = torch.randint(0, 32, (2, 12))

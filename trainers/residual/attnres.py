@@ -10,7 +10,6 @@ from trainers.config import ModelConfig
 from trainers.residual.base import RESIDUALS, Residual, Stream
 from trainers.residual.depth_attention import (
     Schedule,
-    SiteParameters,
     Sources,
     StackedSources,
     mix,
@@ -25,7 +24,7 @@ GROUP_SIZE = 8
 
 class AttnResSite(nn.Module):
     """x_j = sum_i a_{j,i} y_i over all earlier outputs; y_j = branch(x_j) joins the sources.
-    The site's query and gain live in the stream's ``SiteParameters`` (row ``index``), so that
+    The site's query and gain live in the stream's ``sites`` (row ``index``), so that
     every source meets all queries in one product."""
 
     def __init__(self, index: int) -> None:
@@ -41,9 +40,10 @@ class AttnResStream(Stream):
     """Owns every site's parameters; starts the sources with the embedding; the output site
     (the last row) mixes all sources before the final norm.
 
-    With the paper's design (every ``attnres_*`` switch at its default) the sites are
-    ``SiteParameters`` and the sources the fast two-phase path; a Table 4 switch gives a
-    ``DepthMixer`` and the plain path (``depth_mixing``), the same function at the defaults."""
+    The parameters are one ``DepthMixer`` (flat, the same names on either path). With the
+    paper's design (every ``attnres_*`` switch at its default) the sources are the fast
+    two-phase path over them; a Table 4 switch takes the plain path (``depth_mixing``), the same
+    function at the defaults."""
 
     def __init__(
         self, cfg: ModelConfig, schedule: Schedule | None = None, capacity: int = 0
@@ -55,14 +55,11 @@ class AttnResStream(Stream):
         self.schedule = schedule or Schedule.every(GROUP_SIZE, n_sites)
         # The sources one forward stores: the embedding and every sublayer output (Full AttnRes).
         self.capacity = capacity or n_sites
-        self.sites: SiteParameters | DepthMixer = (
-            DepthMixer(cfg, n_sites, self.capacity)
-            if cfg.attnres_switched
-            else SiteParameters(n_sites, cfg.d_model)
-        )
+        self.sites = DepthMixer(cfg, n_sites, self.capacity)
+        self.fast = not cfg.attnres_switched  # the paper's design: the two-phase path
 
     def new_sources(self) -> Sources:
-        if isinstance(self.sites, DepthMixer):
+        if not self.fast:
             return PlainSources(self.sites)
         queries = self.sites.folded()
         if torch.compiler.is_compiling():  # the hand-written backward is opaque to the tracer

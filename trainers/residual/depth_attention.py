@@ -23,9 +23,9 @@ one to).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import ClassVar, Protocol
+from typing import Any, ClassVar, Protocol
 
 import torch
 import torch.nn.functional as F
@@ -61,21 +61,43 @@ def source_logits(y: Tensor, queries: Tensor, eps: float) -> Tensor:
 
 
 class SiteParameters(nn.Module):
-    """The pseudo-queries and key-norm gains of every mixing site, one row per site (the last row
-    is the output site): 2*d parameters per site."""
+    """Every mixing site's learned parameters, one row per site (the last row is the output
+    site), held flat under the model's own names whichever path mixes: a state dict loads into
+    every configuration that builds the same model. The paper's design has ``queries``
+    (pseudo-queries) and ``key_norm_weights`` (key-norm gains), 2*d per site, which the fast path
+    here reads; ``depth_mixing`` names what each Table 4 switch adds. None is weight-decayed:
+    decay would pull the mixing toward uniform."""
 
-    no_weight_decay = ("queries", "key_norm_weights")
-
-    def __init__(self, n_sites: int, d: int) -> None:
+    def __init__(self, initial: Mapping[str, Tensor]) -> None:
         super().__init__()
-        # Zero init makes the first weights uniform, so at init AttnRes computes what a
-        # pre-norm residual computes (paper section 5).
-        self.queries = nn.Parameter(torch.zeros(n_sites, d))
-        self.key_norm_weights = nn.Parameter(torch.ones(n_sites, d))
+        for name, value in initial.items():
+            self.register_parameter(name, nn.Parameter(value))
+        self.no_weight_decay = tuple(initial)
+        self.register_load_state_dict_pre_hook(_current_names)
+
+    def param(self, name: str) -> Tensor:
+        """The parameter ``name``, typed (``getattr`` on a module is not); cheap, and traceable."""
+        return getattr(self, name)
 
     def folded(self) -> Tensor:
         """(n_sites, d): each site's query with its key-norm gain folded in."""
-        return self.queries * self.key_norm_weights
+        return self.param("queries") * self.param("key_norm_weights")
+
+
+# Where the plain path nested its parameters before one layout per model (issue 24):
+# ``score.queries``, ``score.query_proj``, ``score.source_logits``, ``score.keys.key_norm_weights``.
+_OLD_NESTING = ("score.keys.", "score.")
+
+
+def _current_names(module: nn.Module, state: dict[str, Any], prefix: str, *_: Any) -> None:
+    """Renames, in the state dict being loaded, the old nested names of ``module``'s parameters
+    to their flat ones, so checkpoints from before the change still load (strict included);
+    a name that is no parameter of ``module`` stays as it is, to be reported under its own."""
+    for key in [k for k in state if k.startswith(prefix)]:
+        rest = key[len(prefix) :]
+        old = next((o for o in _OLD_NESTING if rest.startswith(o)), None)
+        if old is not None and rest[len(old) :] in module._parameters:
+            state[prefix + rest[len(old) :]] = state.pop(key)
 
 
 @dataclass(frozen=True)

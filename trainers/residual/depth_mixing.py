@@ -23,62 +23,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
 from trainers.config import ModelConfig
 from trainers.registry import Registry
-from trainers.residual.depth_attention import Weights, unit_rms
-
-# ---- keys (attnres_key_norm) ------------------------------------------------------------------
-# A key enters the logits only through k_i . q, so a key norm is two cheap pieces: a factor per
-# source, computed once when the source is created (``scale``), and a per-site change of the
-# query (``fold``): RMSNorm_g(v) . q = (v . (g * q)) / rms(v).
-
-
-class RMSKeys(nn.Module):
-    """k_i = RMSNorm_{g_j}(v_i) = g_j * v_i / rms(v_i): one gain vector per site, one at init (the
-    paper's key norm)."""
-
-    no_weight_decay = ("key_norm_weights",)
-
-    def __init__(self, n_sites: int, d: int, eps: float) -> None:
-        super().__init__()
-        self.eps = eps
-        self.key_norm_weights = nn.Parameter(torch.ones(n_sites, d))
-
-    def scale(self, y: Tensor) -> Tensor | None:  # (B, T, d) -> (B, T): 1 / rms, as F.rms_norm
-        y = y.to(torch.promote_types(y.dtype, torch.float32))  # at least float32 under autocast
-        return torch.rsqrt(y.square().mean(-1) + self.eps)
-
-    def fold(self, site: int, q: Tensor) -> Tensor:  # (..., d)
-        return q * self.key_norm_weights[site]
-
-
-class RawKeys(nn.Module):
-    """k_i = v_i: Table 4's "without key RMSNorm"; no parameters."""
-
-    def __init__(self, n_sites: int, d: int, eps: float) -> None:
-        super().__init__()
-
-    def scale(self, y: Tensor) -> Tensor | None:
-        return None
-
-    def fold(self, site: int, q: Tensor) -> Tensor:
-        return q
-
-
-Keys = RMSKeys | RawKeys
-KEY_NORMS: Registry[type[Keys]] = Registry("model.attnres_key_norm")
-KEY_NORMS.register("rmsnorm")(RMSKeys)
-KEY_NORMS.register("none")(RawKeys)
-
-# ---- scores (attnres_query) -------------------------------------------------------------------
-# (site, stacked sources (B, T, S, d), their key scales (B, T, S) or None) -> logits (B, T, H, S)
+from trainers.residual.depth_attention import SiteParameters, Weights, unit_rms
 
 
 @dataclass(frozen=True)
 class Shape:
-    """What a score needs to size its parameters."""
+    """What a strategy needs to size its parameters."""
 
     n_sites: int
     n_sources: int  # the most sources any site mixes
@@ -88,65 +42,134 @@ class Shape:
     key_norm: str
 
 
+# Every strategy below holds no parameters: it names the ones it needs with their initial values
+# (``initial``), the mixer holds them flat (``SiteParameters``), and each call reads them from it.
+# So a model's parameter names are the same whichever path runs it.
+
+# ---- keys (attnres_key_norm) ------------------------------------------------------------------
+# A key enters the logits only through k_i . q, so a key norm is two cheap pieces: a factor per
+# source, computed once when the source is created (``scale``), and a per-site change of the
+# query (``fold``): RMSNorm_g(v) . q = (v . (g * q)) / rms(v).
+
+
+class RMSKeys:
+    """k_i = RMSNorm_{g_j}(v_i) = g_j * v_i / rms(v_i): one gain vector per site, one at init (the
+    paper's key norm)."""
+
+    def __init__(self, shape: Shape) -> None:
+        self.eps = shape.eps
+
+    @staticmethod
+    def initial(shape: Shape) -> dict[str, Tensor]:
+        return {"key_norm_weights": torch.ones(shape.n_sites, shape.d)}
+
+    def scale(self, y: Tensor) -> Tensor | None:  # (B, T, d) -> (B, T): 1 / rms, as F.rms_norm
+        y = y.to(torch.promote_types(y.dtype, torch.float32))  # at least float32 under autocast
+        return torch.rsqrt(y.square().mean(-1) + self.eps)
+
+    def fold(self, p: SiteParameters, site: int, q: Tensor) -> Tensor:  # (..., d)
+        return q * p.param("key_norm_weights")[site]
+
+
+class RawKeys:
+    """k_i = v_i: Table 4's "without key RMSNorm"; no parameters."""
+
+    def __init__(self, shape: Shape) -> None:
+        pass
+
+    @staticmethod
+    def initial(shape: Shape) -> dict[str, Tensor]:
+        return {}
+
+    def scale(self, y: Tensor) -> Tensor | None:
+        return None
+
+    def fold(self, p: SiteParameters, site: int, q: Tensor) -> Tensor:
+        return q
+
+
+Keys = RMSKeys | RawKeys
+KEY_NORMS: Registry[type[Keys]] = Registry("model.attnres_key_norm")
+KEY_NORMS.register("rmsnorm")(RMSKeys)
+KEY_NORMS.register("none")(RawKeys)
+
+# ---- scores (attnres_query) -------------------------------------------------------------------
+# (parameters, site, stacked sources (B, T, S, d), their key scales (B, T, S) or None)
+#   -> logits (B, T, H, S)
+
+
 def _scaled(logits: Tensor, scales: Tensor | None) -> Tensor:
     """Logits (B, T, H, S) of the raw sources times each source's key scale."""
     return logits if scales is None else logits * scales[..., None, :]
 
 
-class StaticQuery(nn.Module):
+class StaticQuery:
     """l_{j,h,i} = w_{j,h} . k_i: a learned query per site and group, zero at init (the paper's
     pseudo-query). Each group's query spans all d channels of the key, so groups with equal
     queries have equal weights: H groups with one query each is the single-head model."""
 
-    no_weight_decay = ("queries",)
-
     def __init__(self, shape: Shape) -> None:
-        super().__init__()
-        self.heads = shape.heads
-        self.queries = nn.Parameter(torch.zeros(shape.n_sites, shape.heads * shape.d))
-        self.keys = KEY_NORMS.get(shape.key_norm)(shape.n_sites, shape.d, shape.eps)
+        self.shape = shape
+        self.keys = KEY_NORMS.get(shape.key_norm)(shape)
 
-    def forward(self, site: int, values: Tensor, scales: Tensor | None) -> Tensor:
-        q = self.keys.fold(site, self.queries[site].view(self.heads, -1))  # (H, d)
+    def initial(self) -> dict[str, Tensor]:
+        # Zero init makes the first weights uniform, so at init AttnRes computes what a
+        # pre-norm residual computes (paper section 5).
+        n, hd = self.shape.n_sites, self.shape.heads * self.shape.d
+        return {"queries": torch.zeros(n, hd), **self.keys.initial(self.shape)}
+
+    def __call__(
+        self, p: SiteParameters, site: int, values: Tensor, scales: Tensor | None
+    ) -> Tensor:
+        q = self.keys.fold(p, site, p.param("queries")[site].view(self.shape.heads, -1))  # (H, d)
         return _scaled((values @ q.T).transpose(-1, -2), scales)
 
 
-class InputQuery(nn.Module):
+class InputQuery:
     """l_{j,h,i} = (P_j RMS(v_newest))_h . k_i: the query is a d x d projection (H*d x d with
     groups) of the newest source, parameter-free RMS-normalized; zero at init, so the first
     weights are uniform as with static queries. The newest source is the previous sublayer's
     output (Block AttnRes: the block's partial sum, or the last block's summary at a block's first
     sublayer): the freshest state the site can read. Table 4's "input-dependent query"."""
 
-    no_weight_decay = ("query_proj",)
-
     def __init__(self, shape: Shape) -> None:
-        super().__init__()
-        self.heads, self.eps = shape.heads, shape.eps
-        self.query_proj = nn.Parameter(torch.zeros(shape.n_sites, shape.heads * shape.d, shape.d))
-        self.keys = KEY_NORMS.get(shape.key_norm)(shape.n_sites, shape.d, shape.eps)
+        self.shape = shape
+        self.keys = KEY_NORMS.get(shape.key_norm)(shape)
 
-    def forward(self, site: int, values: Tensor, scales: Tensor | None) -> Tensor:
-        state = unit_rms(values[..., -1, :], self.eps)  # (B, T, d)
-        q = (state @ self.query_proj[site].T).unflatten(-1, (self.heads, -1))  # (B, T, H, d)
-        return _scaled(self.keys.fold(site, q) @ values.transpose(-1, -2), scales)
+    def initial(self) -> dict[str, Tensor]:
+        n, hd, d = self.shape.n_sites, self.shape.heads * self.shape.d, self.shape.d
+        return {"query_proj": torch.zeros(n, hd, d), **self.keys.initial(self.shape)}
+
+    def __call__(
+        self, p: SiteParameters, site: int, values: Tensor, scales: Tensor | None
+    ) -> Tensor:
+        state = unit_rms(values[..., -1, :], self.shape.eps)  # (B, T, d)
+        q = (state @ p.param("query_proj")[site].T).unflatten(
+            -1, (self.shape.heads, -1)
+        )  # (B, T, H, d)
+        return _scaled(self.keys.fold(p, site, q) @ values.transpose(-1, -2), scales)
 
 
-class ScalarLogits(nn.Module):
+class ScalarLogits:
     """l_{j,h,i} = s_{j,h,i}: a learned logit per site, group and source position, zero at init;
     no query, no key, so the mixing does not depend on the input. The logits go through the gate
     like any others (softmax: a learned convex combination). Table 4's "input-independent
     mixing"."""
 
-    no_weight_decay = ("source_logits",)
-
     def __init__(self, shape: Shape) -> None:
-        super().__init__()
-        self.keys = RawKeys(shape.n_sites, shape.d, shape.eps)  # no keys: nothing to scale
-        self.source_logits = nn.Parameter(torch.zeros(shape.n_sites, shape.heads, shape.n_sources))
+        self.shape = shape
+        self.keys = RawKeys(shape)  # no keys: nothing to scale
 
-    def forward(self, site: int, values: Tensor, scales: Tensor | None) -> Tensor:
-        return self.source_logits[site, :, : values.shape[-2]]  # (H, S), broadcast over tokens
+    def initial(self) -> dict[str, Tensor]:
+        n, h, s = self.shape.n_sites, self.shape.heads, self.shape.n_sources
+        return {"source_logits": torch.zeros(n, h, s)}
+
+    def __call__(
+        self, p: SiteParameters, site: int, values: Tensor, scales: Tensor | None
+    ) -> Tensor:
+        return p.param("source_logits")[
+            site, :, : values.shape[-2]
+        ]  # (H, S), broadcast over tokens
 
 
 Score = StaticQuery | InputQuery | ScalarLogits
@@ -208,16 +231,18 @@ def window_mask(n_sources: int, window: int, device: torch.device) -> Tensor | N
 # ---- the mixer --------------------------------------------------------------------------------
 
 
-class DepthMixer(nn.Module):
-    """Every site's depth mixing under the configured switches: holds the parameters (one
-    score module for all sites) and computes one site's input from its sources."""
+class DepthMixer(SiteParameters):
+    """Every site's depth mixing under the configured switches: the parameters the switches
+    name, held flat (at the defaults exactly the fast path's, so either path loads the other's
+    state dict), and the strategies that compute one site's input from its sources."""
 
     def __init__(self, cfg: ModelConfig, n_sites: int, n_sources: int) -> None:
-        super().__init__()
         shape = Shape(
             n_sites, n_sources, cfg.d_model, cfg.attnres_heads, cfg.norm_eps, cfg.attnres_key_norm
         )
-        self.score: Score = QUERIES.get(cfg.attnres_query)(shape)
+        score = QUERIES.get(cfg.attnres_query)(shape)
+        super().__init__(score.initial())
+        self.score: Score = score
         self.gate = GATES.get(cfg.attnres_gate)
         self.heads, self.window = cfg.attnres_heads, cfg.attnres_window
 
@@ -236,7 +261,7 @@ class DepthMixer(nn.Module):
         present = [s for s in scales if s is not None]  # all or none: one key norm
         stacked = torch.stack(present, dim=-1) if present else None  # (B, T, S)
         keep = window_mask(len(sources), self.window, values.device)
-        weights = self.gate(self.score(site, values, stacked), keep)  # (B, T, H, S)
+        weights = self.gate(self.score(self, site, values, stacked), keep)  # (B, T, H, S)
         grouped = values.unflatten(-1, (self.heads, -1))  # (B, T, S, H, d/H)
         x = torch.einsum("...hs,...she->...he", weights.to(values.dtype), grouped)
         return x.flatten(-2), weights
