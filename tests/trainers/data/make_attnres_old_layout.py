@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from tests.trainers.test_divergence import _SaveAtStep
+from tests.trainers.test_divergence import _SaveAtStep  # as at c297def (now tests.trainers.callbacks)
 from trainers.config import ModelConfig
 from trainers.config_io import from_dict
 from trainers.model import DeepTransformer
