@@ -20,7 +20,8 @@ from typing import Any
 
 import torch
 
-from tests.trainers.test_divergence import _SaveAtStep  # as at c297def (now tests.trainers.callbacks)
+# as at c297def, the commit this runs on (today the helper is tests.trainers.callbacks.SaveAtStep)
+from tests.trainers.test_divergence import _SaveAtStep
 from trainers.config import ModelConfig
 from trainers.config_io import from_dict
 from trainers.model import DeepTransformer
