@@ -23,6 +23,7 @@ import hashlib
 from collections.abc import Iterator
 from pathlib import Path
 
+from record.client import mlflow_client
 from record.stores import libpq_url
 from record.uri import sqlite_file
 
@@ -42,9 +43,7 @@ def prepare_store(uri: str) -> None:
     if uri in _prepared:
         return
     with _init_lock(uri):
-        from mlflow.tracking import MlflowClient
-
-        MlflowClient(tracking_uri=uri)  # builds (and MLflow caches) the store: tables, migration
+        mlflow_client(uri)  # builds (and MLflow caches) the store: tables, migration
     _prepared.add(uri)
 
 

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal, get_args, get_origin
 
+from record.errors import first_line
 from trainers.config import SECTIONS, RunConfig, to_dict
 
 
@@ -121,7 +122,7 @@ def read_yaml(path: str | Path) -> Any:
     try:
         return yaml.safe_load(p.read_text())
     except yaml.YAMLError as err:
-        raise ValueError(f"not valid YAML ({str(err).splitlines()[0]})") from None
+        raise ValueError(f"not valid YAML ({first_line(err)})") from None
 
 
 def load_yaml(path: str | Path) -> dict[str, Any]:
