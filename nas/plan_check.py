@@ -17,20 +17,17 @@ from typing import Any
 
 from nas.spec import TrialSpec
 from nas.tracking import RecordedTrial, StoredSweep
-from trainers.config import flatten
-from trainers.identity import unread_fields
+from trainers.config import flatten_read
 
 MAX_SHOWN = 4
 
 
-def differences(
-    old: Mapping[str, str], new: Mapping[str, Any], unread: Iterable[str] = ()
-) -> list[str]:
+def differences(old: Mapping[str, str], new: Mapping[str, Any]) -> list[str]:
     """``key: old -> new`` for every key both sides hold with another value (the record holds
-    strings, so values compare as MLflow wrote them), except the ``unread`` keys."""
+    strings, so values compare as MLflow wrote them)."""
     return [
         f"{k}: {old[k]} -> {new[k]}"
-        for k in sorted(old.keys() & new.keys() - set(unread))
+        for k in sorted(old.keys() & new.keys())
         if old[k] != str(new[k])
     ]
 
@@ -40,8 +37,7 @@ def _trial_differences(recorded: RecordedTrial, spec: TrialSpec) -> list[str]:
     model field the planned configuration does not read is no difference (a trial recorded
     before such fields took their default holds the value its sweep gave it, never read). A
     recorded configuration that reads it differs in what decides that, which is compared."""
-    unread = [f"model.{name}" for name in unread_fields(spec.config.model)]
-    return differences(recorded.params, flatten(spec.config), unread)
+    return differences(recorded.params, flatten_read(spec.config))
 
 
 def _same_cell(spec: TrialSpec, by_cell: Mapping[tuple[str, int], RecordedTrial]) -> Any:

@@ -59,7 +59,7 @@ def _fit(
             f"sweep {p.name}: all {total} planned trials are settled in the record; nothing to run"
         )
         return 0
-    start_ray(opts)
+    start_ray(opts, p.uri)
     on_sigterm(seen)
     view = LiveView(ctx, total, p.campaign.settled(recorded))
     tuner(opts, p, ctx, [view, Outcomes(ctx)], recorded).fit()
@@ -87,7 +87,7 @@ def _finish(p: Plan, uri: str, record: SweepRecord, repeats: int) -> tuple[dict[
 
 def run_sweep(opts: SweepOptions) -> int:
     p = plan(opts)  # every bad input surfaces here or in begin, before anything is recorded
-    uri = resolve_tracking_uri(opts.tracking_uri)
+    uri = p.uri
     record, recorded = begin(uri, p, opts)
     try:
         return _run(opts, p, uri, record, recorded)

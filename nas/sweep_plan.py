@@ -15,6 +15,7 @@ from nas.campaign import Campaign, campaign_of
 from nas.spec import TrialSpec, check_read
 from record.redact import redact
 from record.stores import check_store
+from record.uri import resolve_tracking_uri
 from search_spaces import Space, get_space
 from search_spaces.command_line import under_command_line
 from search_spaces.space import Skipped
@@ -54,6 +55,7 @@ class Plan:
     campaign: Campaign  # grid or search, made once here: everything else asks it
     name: str
     storage: Path
+    uri: str  # the tracking store, resolved once (a relative SQLite path made absolute)
 
     @property
     def space(self) -> Space:
@@ -119,7 +121,7 @@ def plan(opts: SweepOptions) -> Plan:
         print(line)
     _check_workers(opts.workers_per_trial, base, campaign.specs)
     _check_address(opts.address or os.environ.get("RAY_ADDRESS"))
-    return Plan(campaign, name, storage)
+    return Plan(campaign, name, storage, resolve_tracking_uri(opts.tracking_uri))
 
 
 def _check_workers(workers: int, base: RunConfig, specs: Sequence[TrialSpec]) -> None:

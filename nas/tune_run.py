@@ -17,7 +17,6 @@ from nas.sweep_plan import Plan, SweepOptions
 from nas.tracking import SECRET_URI_ENV, RecordedTrial
 from nas.trial import SweepContext, run_trial
 from record.redact import redact
-from record.uri import resolve_tracking_uri
 from trainers.budget import budgeted
 
 DRIVER_MEMORY = 2**20  # bytes: a data-parallel trial's own reservation, a token (see tuner)
@@ -144,12 +143,13 @@ FORWARDED = frozenset({OUTAGE_ENV, "MLFLOW_DISABLE_TELEMETRY"})
 HTTP_ENV = "MLFLOW_HTTP_REQUEST_"  # MLflow's client retries and time-outs
 
 
-def start_ray(opts: SweepOptions) -> None:
+def start_ray(opts: SweepOptions, uri: str) -> None:
+    """Ray for the sweep (a local one, or the cluster at ``--address``), its workers told how to
+    reach the tracking store at ``uri`` (the plan's)."""
     _quiet_ray(opts.verbose)
     import ray
 
     address = opts.address or os.environ.get("RAY_ADDRESS")
-    uri = resolve_tracking_uri(opts.tracking_uri)
     secret = {SECRET_URI_ENV: uri} if redact(uri) != uri else {}
     os.environ.update(secret)  # the driver's own callbacks write with the shareable record too
     # A cluster's workers inherit their raylet's environment, not the driver's: what the

@@ -450,6 +450,13 @@ def flatten(cfg: RunConfig) -> dict[str, Any]:
     return {f"{s}.{k}": v for s, sec in to_dict(cfg).items() for k, v in sec.items()}
 
 
+def flatten_read(cfg: RunConfig) -> dict[str, Any]:
+    """``flatten`` without the model fields ``cfg`` does not read (``trainers.identity``): what
+    two configurations must agree on to build the same model."""
+    unread = {f"model.{name}" for name in unread_fields(cfg.model)}
+    return {k: v for k, v in flatten(cfg).items() if k not in unread}
+
+
 def valid_wirings() -> list[tuple[str, str, str, str]]:
     """Every valid (residual, placement, norm, norm_scaling): what the contract tests run over."""
     return [

@@ -20,8 +20,9 @@ from typing import Any
 
 import torch
 
-# as at c297def, the commit this runs on (today the helper is tests.trainers.callbacks.SaveAtStep)
-from tests.trainers.test_divergence import _SaveAtStep
+from tests.trainers.callbacks import (
+    SaveAtStep,  # at c297def: tests.trainers.test_divergence._SaveAtStep
+)
 from trainers.config import ModelConfig
 from trainers.config_io import from_dict
 from trainers.model import DeepTransformer
@@ -65,7 +66,7 @@ IDX = torch.tensor([[1, 5, 2, 7, 0, 3, 6, 4]])
 
 def make_checkpoint() -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        save = _SaveAtStep(4, HERE / "attnres_old_layout.ckpt")
+        save = SaveAtStep(4, HERE / "attnres_old_layout.ckpt")
         train(from_dict(RESUMED), Path(tmp), callbacks=[save], progress=False)
 
 
