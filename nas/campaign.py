@@ -148,6 +148,11 @@ class Campaign(ABC):
         """The same decisions as parent-run tags, one per arm; empty where it decides nothing."""
         return {}
 
+    def decisions(self) -> list[str]:
+        """What the campaign decided as it ran, one line each, for the console; none where it
+        decides nothing."""
+        return []
+
     def refuses(self, state: Mapping[str, Any]) -> str:
         """Why the state an earlier invocation recorded (``state()``'s, or empty) means another
         plan than this one; "" when this campaign can continue it."""
@@ -349,6 +354,18 @@ class TunedGridCampaign(GridCampaign):
             for arm, c in self.choices.items()
             if c is not None
         }
+
+    def decisions(self) -> list[str]:
+        lines = []
+        for arm, choice in self.choices.items():
+            if choice is None:
+                lines.append(
+                    f"{arm}: no {self.stage.name} of the stage finished; its seeds do not run"
+                )
+                continue
+            doubts = "".join(f"; {w}" for w in choice.warnings)
+            lines.append(f"{arm}: {self.stage.param} {choice.best!r} chosen{doubts}")
+        return lines
 
     def refuses(self, state: Mapping[str, Any]) -> str:
         if not state:

@@ -22,7 +22,7 @@ from pathlib import Path
 from nas.checkpoints import latest_checkpoints, prune
 from nas.exits import Exit
 from nas.outbox import JOURNAL_FOLDER
-from nas.sweep_open import begin, context, log_state
+from nas.sweep_open import begin, context, log_progress
 from nas.sweep_plan import Plan, SweepOptions, plan
 from nas.tracking import (
     RecordedTrial,
@@ -76,7 +76,8 @@ def _fit(
             recorded = recorded_trials(record)
         p = replace(p, campaign=campaign.given(recorded))
         ctx = replace(ctx, campaign=p.campaign)
-        log_state(record, p.campaign)
+        if p.campaign is not campaign:
+            log_progress(record, p)
     return p, repeats
 
 

@@ -65,13 +65,23 @@ def begin(
     log_sweep_text(record, yaml.safe_dump(space, sort_keys=False), SPACE_FILE)
     skipped = [{"arm": s.arm, "reason": s.reason} for s in p.skipped]
     log_sweep_text(record, yaml.safe_dump(skipped, sort_keys=False), SKIPPED_FILE)
-    plan_data = {"command": _command(), "space": space, "keys": [s.key for s in p.specs]}
-    log_plan(record, plan_data)
+    log_plan(record, _plan_data(p))
     log_state(record, p.campaign)
     for s in p.skipped:
         print(f"skipped {s.arm}: {s.reason}")
     # what find_sweep read is this parent's trials (a restart starts a parent with none)
     return p, record, stored.trials if stored is not None and not opts.restart else {}
+
+
+def _plan_data(p: Plan) -> dict[str, Any]:
+    """This invocation's plan as the parent run keeps it: command, space, trial keys."""
+    from search_spaces.loader import space_to_data
+
+    return {
+        "command": _command(),
+        "space": space_to_data(p.space),
+        "keys": [s.key for s in p.specs],
+    }
 
 
 def log_state(record: SweepRecord, campaign: Campaign) -> None:
@@ -81,6 +91,16 @@ def log_state(record: SweepRecord, campaign: Campaign) -> None:
     if state:
         log_sweep_text(record, json.dumps(state, indent=1, sort_keys=True), LR_STAGE_FILE)
         tag_sweep(record, campaign.state_tags())
+
+
+def log_progress(record: SweepRecord, p: Plan) -> None:
+    """The campaign planned more trials as the invocation ran (a tuned grid's seeds at their
+    chosen learning rates): what it decided, its lines printed, and the invocation's plan file
+    rewritten with every key it now names (``nas report --plan latest`` reads it)."""
+    log_state(record, p.campaign)
+    log_plan(record, _plan_data(p), again=True)
+    for line in p.campaign.decisions():
+        print(line)
 
 
 def _stored_state(stored: StoredSweep) -> dict[str, Any]:

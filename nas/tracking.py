@@ -237,12 +237,14 @@ def sweep_text(record: SweepRecord, name: str) -> str | None:
         return Path(path).read_text()
 
 
-def log_plan(record: SweepRecord, plan: Mapping[str, Any]) -> None:
-    """This invocation's plan (command, space, trial keys) as the next ``plans/NNNN.json``."""
+def log_plan(record: SweepRecord, plan: Mapping[str, Any], again: bool = False) -> None:
+    """This invocation's plan (command, space, trial keys) as the next ``plans/NNNN.json``; or,
+    ``again``, in place of the latest one (the invocation's campaign planned more trials as it
+    ran: a tuned grid's seeds once its learning-rate stage settled)."""
     client = _client(record.uri)
     n = len(client.list_artifacts(record.parent_run_id, PLANS_FOLDER))
     text = json.dumps(dict(plan), indent=1, sort_keys=True)
-    client.log_text(record.parent_run_id, text, f"{PLANS_FOLDER}/{n + 1:04d}.json")
+    client.log_text(record.parent_run_id, text, f"{PLANS_FOLDER}/{n + (not again):04d}.json")
 
 
 def log_report(uri: str, run_id: str, folder: Path, artifact_path: str = REPORT_FOLDER) -> None:

@@ -60,6 +60,13 @@ def _check_first(tmp: Path) -> tuple[dict[str, float], dict[str, str]]:
     for arm, best in chosen.items():
         assert state["arms"][arm]["chosen"] == best
         assert parents[0].data.tags[Tag.CHOSEN_PREFIX + arm] == repr(best)
+    # the invocation's one plan file names every trial it ran, the seeds planned as it ran too
+    plans = client.list_artifacts(parents[0].info.run_id, PLANS_FOLDER)
+    assert len(plans) == 1
+    plan = json.loads(
+        Path(client.download_artifacts(parents[0].info.run_id, plans[0].path, tmp)).read_text()
+    )
+    assert sorted(plan["keys"]) == sorted(r.data.tags[Tag.TRIAL_KEY] for r in trials)
     return chosen, {r.data.tags[Tag.TRIAL_KEY]: r.info.run_id for r in stage}
 
 
@@ -74,6 +81,7 @@ def test_a_tuned_sweep_records_points_choice_and_seeds_extends_and_refuses_a_new
     first = _sweep(tmp_path, str(space), "--name", "tuned")
     assert first.returncode == 0, first.stderr[-3000:]
     assert _finished_lines(first.stdout) == 8
+    assert first.stdout.count(" chosen") == 2  # one line per arm once the stage settled
     chosen, stage_runs = _check_first(tmp_path)
 
     more = _sweep(tmp_path, str(space), "--name", "tuned", "--seeds", "0,1")
