@@ -384,8 +384,9 @@ class TunedGridCampaign(GridCampaign):
         values = ", ".join(f"{v:g}" for v in stage.values())
         head = (
             f"{self.total} trials: a learning-rate stage of {len(self.stage_specs)} trials "
-            f"({stage.param} at {values}; {stage.seeds} seed each per value and arm), then "
-            f"{len(self.cells)} at each arm's best value ({len(self.space.seeds)} seed each); "
+            f"({stage.param} at {values} x {_seeds(stage.seeds)} per arm), then "
+            f"{len(self.cells)} at each arm's best value ({_seeds(len(self.space.seeds))} per "
+            "arm); "
             f"{len(self.skipped)} skipped"
         )
         lines = [head] + [f"skipped {s.arm}: {s.reason}" for s in self.skipped]
@@ -393,6 +394,10 @@ class TunedGridCampaign(GridCampaign):
 
     def models(self) -> list[Any]:
         return [c.config.model for c in self.cells]
+
+
+def _seeds(n: int) -> str:
+    return f"{n} seed{'' if n == 1 else 's'}"
 
 
 def _check_read(stage: LrStage, cells: list[Cell]) -> None:

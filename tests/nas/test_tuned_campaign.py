@@ -55,6 +55,10 @@ def test_the_stage_is_known_before_anything_runs_and_keys_its_trials_apart() -> 
     # the pending seeds are in the summary's plan under placeholder keys
     planned = tuned.planned({})
     assert len(planned) == 10 and f"({tuned.cells[0].arm} seed 0)" in planned
+    assert tuned.describe()[0].startswith(
+        "10 trials: a learning-rate stage of 6 trials (train.lr at 0.001, 0.00316228, 0.01 x "
+        "1 seed per arm), then 4 at each arm's best value (2 seeds per arm)"
+    )
 
 
 def test_a_settled_stage_plans_each_arm_s_seeds_at_its_best_value() -> None:
