@@ -129,3 +129,21 @@ def test_a_bad_tune_block_exits_2_before_anything_is_written(
     assert proc.returncode == 2 and match in proc.stderr, proc.stderr[-2000:]
     assert len(proc.stderr.strip().splitlines()) == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.yaml"]
+
+
+def test_a_time_budget_spent_in_the_stage_leaves_the_seeds_not_started(tmp_path: Path) -> None:
+    """A budget spent before the first trial: no stage trial runs, so no learning rate is
+    chosen and no seed runs; the summary counts the stage's six trials and the two arms' seeds
+    as not started, the parent is KILLED and the exit status says the budget ran out (75)."""
+    space = tmp_path / "tuned.yaml"
+    space.write_text(TUNED)
+    proc = _sweep(tmp_path, str(space), "--name", "tuned", "--time-budget", "0.00001")
+    assert proc.returncode == 75, proc.stderr[-3000:]
+    assert "8 not started" in proc.stdout and " chosen" not in proc.stdout
+    parents, trials, client = _trials(tmp_path, "tuned")
+    assert len(parents) == 1 and parents[0].info.status == "KILLED" and not trials
+    state = _artifact(client, parents[0].info.run_id, tmp_path)
+    assert {arm: entry["chosen"] for arm, entry in state["arms"].items()} == {
+        "standard": None,
+        "block": None,
+    }
