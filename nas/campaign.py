@@ -1,6 +1,7 @@
-"""A sweep's campaign: a **grid** (every valid cell of the space, known before anything runs) or a
-**search** (``trials`` points proposed one by one by an Optuna searcher). The two are the only
-places that know which a sweep is; the plan, the Tune set-up, the trials, the live view and the
+"""A sweep's campaign: a **grid** (every valid cell of the space, known before anything runs), a
+**tuned grid** (a grid whose arms each train a learning-rate stage first, then their seeds at the
+best value) or a **search** (``trials`` points proposed one by one by an Optuna searcher). They
+are the only places that know which a sweep is; the plan, the Tune set-up, the trials, the live view and the
 summary ask the campaign they hold, through the contract of ``Campaign``.
 
 Made once, where the plan is built (``nas.sweep_plan.plan``), by ``campaign_of``; plain data, so
@@ -12,13 +13,32 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from nas.spec import TrialSpec, grid_specs, search_models, search_spec, trial_label
-from record.schema import GRID_PARAM, SETTLED
-from search_spaces.space import Kind, Skipped, Space, collapsed, grid_cells, partitions
+from nas.spec import (
+    SEED_KEY,
+    TrialSpec,
+    grid_specs,
+    search_models,
+    search_spec,
+    trial_key,
+    trial_label,
+)
+from record.schema import COMPARABLE, GRID_PARAM, SETTLED, STAGE_POINT_KEY, Metric, Tag
+from search_spaces.lr_stage import Choice, LrStage, choose
+from search_spaces.space import (
+    Cell,
+    Kind,
+    Skipped,
+    Space,
+    apply_point,
+    collapsed,
+    grid_cells,
+    partitions,
+)
 from trainers.config import RunConfig, partition_label
+from trainers.identity import unread_fields
 
 if TYPE_CHECKING:
     from nas.tracking import RecordedTrial
@@ -111,6 +131,32 @@ class Campaign(ABC):
     def models(self) -> list[Any]:
         """The models the campaign's trials may build (``ModelConfig``s, or a model section's
         values by field name): what a ``--set`` of a field must be read by."""
+
+    def given(self, recorded: Recorded) -> Campaign:
+        """The campaign once the record holds ``recorded``: a staged campaign plans the trials
+        of a later stage from the settled trials of an earlier one. The campaign itself (the
+        same object) when that plans nothing new: the sweep runs another Tune experiment only
+        for a campaign that changed."""
+        return self
+
+    def state(self) -> dict[str, Any]:
+        """What the campaign decided as it ran, kept on the parent run (``LR_STAGE_FILE``);
+        empty where it decides nothing."""
+        return {}
+
+    def state_tags(self) -> dict[str, str]:
+        """The same decisions as parent-run tags, one per arm; empty where it decides nothing."""
+        return {}
+
+    def decisions(self) -> list[str]:
+        """What the campaign decided as it ran, one line each, for the console; none where it
+        decides nothing."""
+        return []
+
+    def refuses(self, state: Mapping[str, Any]) -> str:
+        """Why the state an earlier invocation recorded (``state()``'s, or empty) means another
+        plan than this one; "" when this campaign can continue it."""
+        return ""
 
 
 @dataclass(frozen=True)
@@ -231,9 +277,213 @@ class SearchCampaign(Campaign):
         return search_models(self.space, self.base)
 
 
+@dataclass(frozen=True)
+class TunedGridCampaign(GridCampaign):
+    """A grid whose arms each train a learning-rate stage first (``space.tune``: its values x
+    its seeds, per arm and context), then the space's seeds at the value with the lowest mean
+    final validation loss (``search_spaces.lr_stage.choose``). The stage's trials are ordinary
+    trials: their point carries the value and ``STAGE_POINT_KEY``, so each has a key of its own
+    and is settled, resumed and refused as any. The stage is known before anything runs; an
+    arm's seeds are planned once the record settles its stage (``given``): a first invocation
+    runs two Tune experiments, a later one plans both from the record and re-runs no stage."""
+
+    cells: tuple[Cell, ...] = ()  # the final stage's cells, before a learning rate is chosen
+    stage_specs: tuple[TrialSpec, ...] = ()
+    # arm label -> its choice, or None where every value of its settled stage diverged
+    choices: Mapping[str, Choice | None] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, space: Space, base: RunConfig) -> TunedGridCampaign:
+        assert space.tune is not None
+        cells, skipped = grid_cells(space, base)
+        _check_read(space.tune, cells)
+        stage = tuple(_stage_specs(space.tune, cells))
+        notes = tuple(collapsed(cells))
+        return cls(
+            space, base, stage, tuple(skipped), notes, partitions(cells), tuple(cells), stage
+        )
+
+    @property
+    def stage(self) -> LrStage:
+        assert self.space.tune is not None
+        return self.space.tune
+
+    @property
+    def total(self) -> int:
+        return len(self.stage_specs) + len(self.cells)
+
+    def _waiting(self) -> list[Cell]:
+        """The final-stage cells of the arms whose stage is not settled yet."""
+        return [c for c in self.cells if c.arm not in self.choices]
+
+    def left(self, recorded: Recorded) -> int:
+        return len(self.todo(recorded)) + len(self._waiting())
+
+    def planned(self, recorded: Recorded, repeats: int = 0) -> dict[str, str]:
+        """Every planned trial, and each final-stage trial whose learning rate is still to be
+        chosen (under a placeholder key: the record holds none of it yet)."""
+        waiting = {f"({c.arm} seed {c.seed})": trial_label(c.arm, c.seed) for c in self._waiting()}
+        return super().planned(recorded) | waiting
+
+    def given(self, recorded: Recorded) -> Campaign:
+        new = {
+            arm: choose(losses)
+            for arm, losses in _stage_losses(self.stage.param, self.stage_specs, recorded).items()
+            if arm not in self.choices
+        }
+        if not new:
+            return self
+        choices = {**self.choices, **new}
+        finals = _final_specs(self.stage, self.cells, choices)
+        return replace(self, specs=(*self.stage_specs, *finals), choices=choices)
+
+    def state(self) -> dict[str, Any]:
+        arms: dict[str, Any] = {}
+        for spec in self.stage_specs:
+            arm = _arm_of(spec)
+            entry = arms.setdefault(arm, {"keys": {}, **_choice_data(self.choices.get(arm))})
+            entry["keys"].setdefault(repr(spec.point[self.stage.param]), []).append(spec.key)
+        stage = self.stage
+        return {"param": stage.param, "values": list(stage.values()), "seeds": stage.seeds} | {
+            "arms": arms
+        }
+
+    def state_tags(self) -> dict[str, str]:
+        return {
+            Tag.CHOSEN_PREFIX + _tag_safe(arm): repr(c.best)
+            for arm, c in self.choices.items()
+            if c is not None
+        }
+
+    def decisions(self) -> list[str]:
+        lines = []
+        for arm, choice in self.choices.items():
+            if choice is None:
+                lines.append(
+                    f"{arm}: no {self.stage.name} of the stage finished; its seeds do not run"
+                )
+                continue
+            doubts = "".join(f"; {w}" for w in choice.warnings)
+            lines.append(f"{arm}: {self.stage.param} {choice.best!r} chosen{doubts}")
+        return lines
+
+    def refuses(self, state: Mapping[str, Any]) -> str:
+        if not state:
+            return ""
+        old = (state.get("param"), list(state.get("values", [])), state.get("seeds"))
+        new = (self.stage.param, list(self.stage.values()), self.stage.seeds)
+        if old == new:
+            return ""
+        return (
+            f"the learning-rate stage differs ({old[0]} at {old[1]} x {old[2]} seeds -> "
+            f"{new[0]} at {new[1]} x {new[2]} seeds): its choices would mean another plan"
+        )
+
+    def describe(self) -> list[str]:
+        stage = self.stage
+        values = ", ".join(f"{v:g}" for v in stage.values())
+        head = (
+            f"{self.total} trials: a learning-rate stage of {len(self.stage_specs)} trials "
+            f"({stage.param} at {values} x {_seeds(stage.seeds)} per arm), then "
+            f"{len(self.cells)} at each arm's best value ({_seeds(len(self.space.seeds))} per "
+            "arm); "
+            f"{len(self.skipped)} skipped"
+        )
+        lines = [head] + [f"skipped {s.arm}: {s.reason}" for s in self.skipped]
+        return lines + [f"partition {a}: {partition_label(b)}" for a, b in self.blocks.items()]
+
+    def models(self) -> list[Any]:
+        return [c.config.model for c in self.cells]
+
+
+def _seeds(n: int) -> str:
+    return f"{n} seed{'' if n == 1 else 's'}"
+
+
+def _check_read(stage: LrStage, cells: list[Cell]) -> None:
+    """A stage of a model field every arm's model reads (a train field every trial reads)."""
+    section, _, name = stage.param.partition(".")
+    for cell in cells:
+        if section == "model" and name in unread_fields(cell.config.model):
+            raise ValueError(
+                f"tune.{stage.param}: the configuration of arm {cell.arm!r} does not read it; "
+                "a stage tunes a field every arm's trial reads (train.lr)"
+            )
+
+
+def _stage_specs(stage: LrStage, cells: list[Cell]) -> list[TrialSpec]:
+    """Each arm's stage: its values x the stage's seeds, arm labels naming the value."""
+    arms = {c.arm: c for c in cells}  # one cell per arm: the stage sets its seed and value
+    out = []
+    for cell in arms.values():
+        for value in stage.values():
+            arm = f"{cell.arm}/{stage.name}={value!r}"
+            point = {**cell.point, stage.param: value, STAGE_POINT_KEY: "lr"}
+            for seed in stage.seed_list():
+                config = apply_point(cell.config, {stage.param: value, SEED_KEY: seed})
+                out.append(TrialSpec(trial_key(arm, point, seed), arm, point, seed, config))
+    return out
+
+
+def _arm_of(spec: TrialSpec) -> str:
+    """The arm a stage trial tunes: its label without the value it names."""
+    return spec.arm.rpartition("/")[0]
+
+
+def _stage_losses(
+    param: str, specs: tuple[TrialSpec, ...], recorded: Recorded
+) -> dict[str, dict[float, list[float]]]:
+    """Each arm whose stage the record has settled: value -> each seed's final validation loss
+    (inf for a trial that did not finish: diverged, timed out). Arms with a trial unsettled
+    are left out."""
+    out: dict[str, dict[float, list[float]]] = {}
+    unsettled = set()
+    for spec in specs:
+        arm, trial = _arm_of(spec), recorded.get(spec.key)
+        if trial is None or trial.status not in SETTLED:
+            unsettled.add(arm)
+            continue
+        finished = trial.status in COMPARABLE
+        loss = trial.metrics.get(Metric.FINAL_VAL_LOSS, math.inf) if finished else math.inf
+        out.setdefault(arm, {}).setdefault(spec.point[param], []).append(float(loss))
+    return {arm: losses for arm, losses in out.items() if arm not in unsettled}
+
+
+def _final_specs(
+    stage: LrStage, cells: tuple[Cell, ...], choices: Mapping[str, Choice | None]
+) -> list[TrialSpec]:
+    """The space's seeds of every arm with a choice, at its best value."""
+    out = []
+    for cell in cells:
+        choice = choices.get(cell.arm)
+        if choice is None:
+            continue
+        point = {**cell.point, stage.param: choice.best}
+        config = apply_point(cell.config, {stage.param: choice.best})
+        out.append(
+            TrialSpec(trial_key(cell.arm, point, cell.seed), cell.arm, point, cell.seed, config)
+        )
+    return out
+
+
+def _choice_data(choice: Choice | None) -> dict[str, Any]:
+    if choice is None:
+        return {"chosen": None, "curve": {}, "warnings": []}
+    curve = {repr(v): (m if math.isfinite(m) else None) for v, m in choice.curve.items()}
+    return {"chosen": choice.best, "curve": curve, "warnings": list(choice.warnings)}
+
+
+def _tag_safe(label: str) -> str:
+    """An arm label as MLflow takes it in a tag name (letters, digits, _ - . / space :)."""
+    return "".join(ch if ch.isalnum() or ch in "_-./ :" else "_" for ch in label)
+
+
 CAMPAIGNS: dict[Kind, type[Campaign]] = {"grid": GridCampaign, "search": SearchCampaign}
 
 
 def campaign_of(space: Space, base: RunConfig) -> Campaign:
-    """The campaign of ``space`` (its ``kind`` picks the type) over ``base``."""
+    """The campaign of ``space`` (its ``kind`` picks the type; a grid with a learning-rate
+    stage is a tuned grid) over ``base``."""
+    if space.tune is not None:
+        return TunedGridCampaign.of(space, base)
     return CAMPAIGNS[space.kind].of(space, base)

@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import shutil
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from nas.checkpoints import latest_checkpoints, prune
 from nas.exits import Exit
 from nas.outbox import JOURNAL_FOLDER
-from nas.sweep_open import begin, context
+from nas.sweep_open import begin, context, log_progress
 from nas.sweep_plan import Plan, SweepOptions, plan
 from nas.tracking import (
     RecordedTrial,
@@ -45,25 +46,39 @@ def _fit(
     opts: SweepOptions,
     p: Plan,
     ctx: SweepContext,
+    record: SweepRecord,
     recorded: dict[str, RecordedTrial],
     seen: dict[str, bool],
-) -> int:
-    """Run this invocation's trials; returns how many search proposals repeated a point the
-    record had settled (answered from it, not run)."""
+) -> tuple[Plan, int]:
+    """Run this invocation's trials: one Tune experiment, and one more each time the record
+    of the last lets the campaign plan trials it could not before (a tuned grid's seeds once
+    its learning-rate stage is settled), until the time budget or a signal ends it. Returns
+    the plan as the record left it and how many search proposals repeated a point the record
+    had settled (answered from it, not run)."""
     from nas.live import LiveView
-    from nas.outcomes import Outcomes
+    from nas.outcomes import Outcomes, past
 
     total = p.campaign.total
     if not p.campaign.left(recorded):
         print(
             f"sweep {p.name}: all {total} planned trials are settled in the record; nothing to run"
         )
-        return 0
+        return p, 0
     start_ray(opts, p.uri)
     on_sigterm(seen)
-    view = LiveView(ctx, total, p.campaign.settled(recorded))
-    tuner(opts, p, ctx, [view, Outcomes(ctx)], recorded).fit()
-    return view.repeats
+    repeats, campaign = 0, None
+    while p.campaign is not campaign and not (past(ctx.deadline) or seen["sigterm"]):
+        campaign = p.campaign
+        if campaign.left(recorded):  # a stage that left nothing to run plans no Tune run
+            view = LiveView(ctx, total, campaign.settled(recorded))
+            tuner(opts, p, ctx, [view, Outcomes(ctx)], recorded).fit()
+            repeats += view.repeats
+            recorded = recorded_trials(record)
+        p = replace(p, campaign=campaign.given(recorded))
+        ctx = replace(ctx, campaign=p.campaign)
+        if p.campaign is not campaign:
+            log_progress(record, p)
+    return p, repeats
 
 
 def _finish(p: Plan, uri: str, record: SweepRecord, repeats: int) -> tuple[dict[str, float], str]:
@@ -88,7 +103,7 @@ def _finish(p: Plan, uri: str, record: SweepRecord, repeats: int) -> tuple[dict[
 def run_sweep(opts: SweepOptions) -> int:
     p = plan(opts)  # every bad input surfaces here or in begin, before anything is recorded
     uri = p.uri
-    record, recorded = begin(uri, p, opts)
+    p, record, recorded = begin(uri, p, opts)
     try:
         return _run(opts, p, uri, record, recorded)
     except Exception as err:
@@ -118,7 +133,7 @@ def _run(
     summary: dict[str, float] = {}
     status = "FAILED"
     try:
-        repeats = _fit(opts, p, ctx, recorded, seen)
+        p, repeats = _fit(opts, p, ctx, record, recorded, seen)
         summary, status = _finish(p, uri, record, repeats)
     except KeyboardInterrupt:  # before or after Tune's own handler
         status = "KILLED"

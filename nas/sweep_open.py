@@ -7,11 +7,14 @@ from __future__ import annotations
 import json
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import yaml
 
 from nas import package_version
+from nas.campaign import Campaign
 from nas.checkpoints import latest_checkpoints
 from nas.plan_check import conflicts, refusal
 from nas.sweep_plan import Plan, SweepOptions
@@ -25,21 +28,30 @@ from nas.tracking import (
     open_sweep,
     shareable,
     supersede,
+    sweep_text,
+    tag_sweep,
 )
 from nas.trial import SweepContext
 from record.client import unopenable
 from record.redact import redact
-from record.schema import SKIPPED_FILE, SPACE_FILE, Tag
+from record.schema import LR_STAGE_FILE, SKIPPED_FILE, SPACE_FILE, Tag
 from record.stores import check_store
 from trainers.config import flatten
 
 
-def begin(uri: str, p: Plan, opts: SweepOptions) -> tuple[SweepRecord, dict[str, RecordedTrial]]:
+def begin(
+    uri: str, p: Plan, opts: SweepOptions
+) -> tuple[Plan, SweepRecord, dict[str, RecordedTrial]]:
     """Refuse a changed plan, else archive (--restart) or continue the stored sweep, open the
-    record and log this invocation's plan. Nothing is written before the refusal."""
+    record and log this invocation's plan. Nothing is written before the refusal. The plan
+    comes back as the record leaves it: a staged campaign plans the stages an earlier
+    invocation settled the way for."""
     stored = _stored(uri, p)
     if stored is not None and not opts.restart:
-        reason = conflicts(stored, flatten(p.base), p.specs)
+        p = replace(p, campaign=p.campaign.given(stored.trials))
+        reason = p.campaign.refuses(_stored_state(stored)) or conflicts(
+            stored, flatten(p.base), p.specs
+        )
         if reason:
             raise ValueError(refusal(p.name, reason))
     if stored is not None and opts.restart:
@@ -53,12 +65,51 @@ def begin(uri: str, p: Plan, opts: SweepOptions) -> tuple[SweepRecord, dict[str,
     log_sweep_text(record, yaml.safe_dump(space, sort_keys=False), SPACE_FILE)
     skipped = [{"arm": s.arm, "reason": s.reason} for s in p.skipped]
     log_sweep_text(record, yaml.safe_dump(skipped, sort_keys=False), SKIPPED_FILE)
-    plan_data = {"command": _command(), "space": space, "keys": [s.key for s in p.specs]}
-    log_plan(record, plan_data)
+    log_plan(record, _plan_data(p))
+    log_state(record, p.campaign)
     for s in p.skipped:
         print(f"skipped {s.arm}: {s.reason}")
     # what find_sweep read is this parent's trials (a restart starts a parent with none)
-    return record, stored.trials if stored is not None and not opts.restart else {}
+    return p, record, stored.trials if stored is not None and not opts.restart else {}
+
+
+def _plan_data(p: Plan) -> dict[str, Any]:
+    """This invocation's plan as the parent run keeps it: command, space, trial keys."""
+    from search_spaces.loader import space_to_data
+
+    return {
+        "command": _command(),
+        "space": space_to_data(p.space),
+        "keys": [s.key for s in p.specs],
+    }
+
+
+def log_state(record: SweepRecord, campaign: Campaign) -> None:
+    """What the campaign decided so far (a tuned grid's stage and choices), on the parent run;
+    nothing for a campaign that decides nothing."""
+    state = campaign.state()
+    if state:
+        log_sweep_text(record, json.dumps(state, indent=1, sort_keys=True), LR_STAGE_FILE)
+        tag_sweep(record, campaign.state_tags())
+
+
+def log_progress(record: SweepRecord, p: Plan) -> None:
+    """The campaign planned more trials as the invocation ran (a tuned grid's seeds at their
+    chosen learning rates): what it decided, its lines printed, and the invocation's plan file
+    rewritten with every key it now names (``nas report --plan latest`` reads it)."""
+    log_state(record, p.campaign)
+    log_plan(record, _plan_data(p), again=True)
+    for line in p.campaign.decisions():
+        print(line)
+
+
+def _stored_state(stored: StoredSweep) -> dict[str, Any]:
+    """The campaign state the stored sweep's parent run keeps; empty where it has none."""
+    text = sweep_text(stored.record, LR_STAGE_FILE)
+    try:
+        return dict(json.loads(text)) if text else {}
+    except ValueError:
+        raise ValueError(f"the stored {LR_STAGE_FILE} is not JSON; use --restart") from None
 
 
 def _archive(folder: Path) -> None:

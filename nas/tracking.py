@@ -217,12 +217,34 @@ def log_sweep_text(record: SweepRecord, text: str, name: str) -> None:
     _client(record.uri).log_text(record.parent_run_id, text, name)
 
 
-def log_plan(record: SweepRecord, plan: Mapping[str, Any]) -> None:
-    """This invocation's plan (command, space, trial keys) as the next ``plans/NNNN.json``."""
+def tag_sweep(record: SweepRecord, tags: Mapping[str, str]) -> None:
+    """Tags on the parent run: what the campaign decided as it ran (a tuned grid's choices)."""
+    client = _client(record.uri)
+    for name, value in tags.items():
+        client.set_tag(record.parent_run_id, name, value)
+
+
+def sweep_text(record: SweepRecord, name: str) -> str | None:
+    """A text file on the parent run (``log_sweep_text``'s), or None where it has none."""
+    import tempfile
+
+    client = _client(record.uri)
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            path = client.raw.download_artifacts(record.parent_run_id, name, tmp)
+        except Exception:  # MLflow raises its own or OSError for a missing artifact
+            return None
+        return Path(path).read_text()
+
+
+def log_plan(record: SweepRecord, plan: Mapping[str, Any], again: bool = False) -> None:
+    """This invocation's plan (command, space, trial keys) as the next ``plans/NNNN.json``; or,
+    ``again``, in place of the latest one (the invocation's campaign planned more trials as it
+    ran: a tuned grid's seeds once its learning-rate stage settled)."""
     client = _client(record.uri)
     n = len(client.list_artifacts(record.parent_run_id, PLANS_FOLDER))
     text = json.dumps(dict(plan), indent=1, sort_keys=True)
-    client.log_text(record.parent_run_id, text, f"{PLANS_FOLDER}/{n + 1:04d}.json")
+    client.log_text(record.parent_run_id, text, f"{PLANS_FOLDER}/{n + (not again):04d}.json")
 
 
 def log_report(uri: str, run_id: str, folder: Path, artifact_path: str = REPORT_FOLDER) -> None:

@@ -83,6 +83,9 @@ class Tag:
     CUDA_VISIBLE_DEVICES = "nas.cuda_visible_devices"
     GIT_COMMIT = "nas.git_commit"
     VERSION = "nas.version"
+    # parent, a tuned grid (search_spaces.lr_stage): one tag per arm, this prefix + the arm's
+    # label (characters MLflow refuses in a tag name as "_") -> the learning rate it was picked
+    CHOSEN_PREFIX = "nas.lr_stage."
 
 
 ROLE_SWEEP, ROLE_TRIAL = "sweep", "trial"
@@ -196,6 +199,12 @@ GRID_PARAM = "nas_trial"
 SPACE_FILE = "space.yaml"
 SKIPPED_FILE = "skipped.yaml"
 PLANS_FOLDER = "plans"  # one JSON file per invocation: command, space, trial keys
+# A tuned grid's learning-rate stage (JSON): the field, its grid and seeds, and per arm the
+# stage's trial keys by value, the curve (value -> mean final val loss), the choice and warnings
+LR_STAGE_FILE = "lr_stage.json"
+# In the point of a learning-rate stage's trial (hashed into its key, never applied): the
+# marker that keeps it apart from the final-stage trial of the same arm, value and seed
+STAGE_POINT_KEY = "nas.stage"
 REPORT_FOLDER = "report"  # the written report (nas report)
 # Artifacts on a trial run.
 PROFILE_FOLDER = "dilution"  # the dilution profiles: step-NNNNNN.json (+ the last one's PNG)

@@ -151,6 +151,28 @@ def draw_depth_scaling(view: TrialView) -> Any:
     return fig
 
 
+def lr_basin(stage: pd.DataFrame, param: str) -> Image | None:
+    """A tuned grid's learning-rate stage, one line per arm (an arm per depth where depth is an
+    axis): each value's final validation loss (mean over the stage's seeds; the seeds' range
+    as a band) against the value on a log axis; the chosen value ringed. Stage trials that did
+    not finish are left out (their value then has fewer points). None without a stage."""
+    done = stage[stage["status"] == "finished"] if "status" in stage else stage
+    if done.empty or Metric.FINAL_VAL_LOSS not in done:
+        return None
+    fig, axes = _figure()
+    ax = axes[0, 0]
+    for arm, g in list(done.groupby("stage_arm"))[:MAX_LINES]:
+        values = np.array(sorted(g["stage_value"].unique()))
+        losses = [g[g["stage_value"] == v][Metric.FINAL_VAL_LOSS].to_numpy() for v in values]
+        _band(ax, values, losses, str(arm))
+        means = np.array([np.mean(x) for x in losses])
+        ax.plot(values[np.argmin(means)], means.min(), "o", mfc="none", ms=10, color="black")
+    ax.set(xscale="log", xlabel=param, ylabel="final validation loss (nats/token)")
+    ax.set_title("learning-rate basin per arm (ringed: the value chosen)")
+    ax.legend(fontsize=7)
+    return _image(fig)
+
+
 def _integer_ticks(ax: Any, y: bool = False) -> None:
     from matplotlib.ticker import MaxNLocator
 

@@ -17,6 +17,7 @@ import pandas as pd
 from record.read import RecordedRun, live_sweep
 from record.schema import (
     BEST_VAL_LOSS,
+    LR_STAGE_FILE,
     PLANS_FOLDER,
     PROFILE_FOLDER,
     SKIPPED_FILE,
@@ -69,6 +70,7 @@ def load_sweep(uri: str, name: str) -> SweepData:
         skipped=_yaml_artifact(latest, SKIPPED_FILE) or [],
         plans=[plan for found in plans.values() for plan in found],
         superseded=len(every) - len(parents),
+        lr_stage=_yaml_artifact(latest, LR_STAGE_FILE),
     )
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from typing import Any
 
 import pandas as pd
 
@@ -78,6 +79,7 @@ def merge_sweeps(datas: Sequence[SweepData]) -> SweepData:
         plans=list({json.dumps(p, sort_keys=True): p for d in datas for p in d.plans}.values()),
         superseded=sum(d.superseded for d in datas),
         sweeps=tuple(dict.fromkeys(labels)),
+        lr_stage=_merged_stage([d.lr_stage for d in datas if d.lr_stage]),
     )
 
 
@@ -172,3 +174,18 @@ def separating_keys(trials: pd.DataFrame) -> dict[str, list[str]]:
         if any(a.isdisjoint(b) for i, a in enumerate(sets) for b in sets[i + 1 :]):
             out[key] = [f"{sweep}: {', '.join(sorted(v))}" for sweep, v in values.items()]
     return out
+
+
+def _merged_stage(stages: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The learning-rate stages of the merged sweeps as one: the latest one's field and grid,
+    and every sweep's stage trials (keys by arm and value), so none of them is compared as an
+    arm of its own."""
+    if not stages:
+        return None
+    arms: dict[str, Any] = {}
+    for stage in stages:
+        for arm, entry in (stage.get("arms") or {}).items():
+            into = arms.setdefault(arm, {**entry, "keys": {}})
+            for value, keys in (entry.get("keys") or {}).items():
+                into["keys"].setdefault(value, []).extend(keys)
+    return {**stages[-1], "arms": arms}

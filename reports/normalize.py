@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
@@ -150,30 +150,64 @@ def step_ms(trials: pd.DataFrame) -> pd.Series:
     return per_step.where(steps > 0)
 
 
+# A tuned grid's learning-rate stage as the record keeps it (``LR_STAGE_FILE``): each stage
+# trial's key -> (the arm it tunes, the value it trained)
+StageKeys = Mapping[str, tuple[str, float]]
+STAGE_ARM, STAGE_VALUE = "stage_arm", "stage_value"
+
+
+def stage_keys(state: Mapping[str, Any] | None) -> dict[str, tuple[str, float]]:
+    """Each stage trial's key -> (arm, value), from the recorded stage; empty without one."""
+    arms = (state or {}).get("arms") or {}
+    return {
+        key: (str(arm), float(value))
+        for arm, entry in arms.items()
+        for value, keys in (entry.get("keys") or {}).items()
+        for key in keys
+    }
+
+
 @dataclass(frozen=True)
 class TrialView:
     """A sweep's trials as every section reads them. Each frame keeps the record's index and
-    columns (nothing is filled into them), with each trial's arm labelled."""
+    columns (nothing is filled into them), with each trial's arm labelled. A tuned grid's
+    learning-rate stage trials are in ``labelled`` and ``stage`` only: the comparison's frames
+    hold the trials at each arm's chosen value."""
 
     labelled: pd.DataFrame
     """Every trial, its arm labelled (``with_arms``)."""
     configured: pd.DataFrame
-    """The trials with a full configuration: all but the infeasible ones."""
+    """The trials with a full configuration: all but the infeasible ones (and the stage's)."""
     comparable: pd.DataFrame
     """The trials whose final metrics a comparison may use (``reports.outcomes.comparable``)."""
     outcome: pd.DataFrame
     """The trials that trained to an outcome: the denominators of divergence rates."""
     step_ms: pd.Series
     """Per trial (``labelled``'s index): milliseconds per training step (``step_ms``)."""
+    stage: pd.DataFrame = field(default_factory=pd.DataFrame)
+    """A tuned grid's learning-rate stage trials, labelled, with the arm each tunes
+    (``stage_arm``) and the value it trained (``stage_value``); empty for any other sweep."""
 
 
-def normalize(trials: pd.DataFrame) -> TrialView:
-    """The view of a sweep's recorded trial frame (``SweepData.trials``) every section reads."""
+def normalize(trials: pd.DataFrame, stage: StageKeys | None = None) -> TrialView:
+    """The view of a sweep's recorded trial frame (``SweepData.trials``) every section reads;
+    ``stage``: its learning-rate stage's trials (``stage_keys``), left out of the comparison."""
     labelled = with_arms(trials)
+    stage = stage or {}
+    in_stage = labelled["key"].isin(list(stage)) if "key" in labelled else None
+    compared = labelled if in_stage is None else labelled[~in_stage]
+    tuned = labelled.iloc[0:0] if in_stage is None else labelled[in_stage]
+    tuned = tuned.assign(
+        **{
+            STAGE_ARM: [stage[k][0] for k in tuned.get("key", [])],
+            STAGE_VALUE: [stage[k][1] for k in tuned.get("key", [])],
+        }
+    )
     return TrialView(
         labelled=labelled,
-        configured=configured(labelled),
-        comparable=comparable(labelled),
-        outcome=with_outcome(labelled),
+        configured=configured(compared),
+        comparable=comparable(compared),
+        outcome=with_outcome(compared),
         step_ms=step_ms(labelled),
+        stage=tuned,
     )

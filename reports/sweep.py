@@ -62,6 +62,8 @@ class SweepData:
     - ``superseded``: how many parent runs ``--restart`` archived (their trials left out)
     - ``sweeps``: a report over several sweeps (``reports.merge``): each sweep's label, and
       ``trials`` and ``parents`` then have a ``sweep`` column; empty for one sweep
+    - ``lr_stage``: a tuned grid's learning-rate stage as the sweep recorded it (its field,
+      grid, seeds, and per arm the stage's keys by value and the choice); None for other sweeps
     - ``view`` (derived, not given): the trials as the sections read them, every arm labelled
       and the trials each section counts selected once (``reports.normalize.TrialView``).
       Built with the object, so a ``dataclasses.replace`` of ``trials`` (a plan selected, a
@@ -81,9 +83,11 @@ class SweepData:
     plan: PlanChoice = "all"
     superseded: int = 0
     sweeps: tuple[str, ...] = ()
+    # a tuned grid's learning-rate stage as recorded (``LR_STAGE_FILE``); None for other sweeps
+    lr_stage: dict[str, Any] | None = None
     view: TrialView = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        from reports.normalize import normalize  # pandas: not for the parser's --help
+        from reports.normalize import normalize, stage_keys  # pandas: not for --help
 
-        object.__setattr__(self, "view", normalize(self.trials))
+        object.__setattr__(self, "view", normalize(self.trials, stage_keys(self.lr_stage)))

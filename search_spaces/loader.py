@@ -13,6 +13,8 @@
     trials: 20                     # search only
     sampler: tpe                   # search only: tpe or random
     objectives: [{metric: val/loss, mode: min}]
+    tune: {train.lr: {float: [1e-4, 3e-2], log: true}, points: 7, seeds: 1}
+                                   # grid only: each arm's learning rate, picked before its seeds
 
 Files are read with ``yaml.safe_load``; every error names the file, the key and what is allowed.
 """
@@ -24,6 +26,7 @@ from pathlib import Path
 from typing import Any, get_args
 
 from search_spaces.builtin import BUILTIN
+from search_spaces.lr_stage import stage_from_data
 from search_spaces.space import Kind, Objective, Sampler, Space, parse_params
 from trainers.config_io import check_key, read_yaml
 
@@ -38,6 +41,7 @@ KEYS = (
     "trials",
     "sampler",
     "objectives",
+    "tune",
 )
 
 
@@ -141,6 +145,7 @@ def space_from_data(data: Any, default_name: str) -> Space:
         trials=_int("trials", data.get("trials", 0)),
         sampler=_choice("sampler", data.get("sampler", "tpe"), get_args(Sampler)),
         objectives=_objectives(data.get("objectives", [{"metric": "val/loss"}])),
+        tune=None if data.get("tune") is None else stage_from_data(data["tune"]),
     )
 
 
@@ -157,4 +162,5 @@ def space_to_data(space: Space) -> dict[str, Any]:
         "trials": space.trials,
         "sampler": space.sampler,
         "objectives": [{"metric": o.metric, "mode": o.mode} for o in space.objectives],
+        **({} if space.tune is None else {"tune": space.tune.to_data()}),
     }

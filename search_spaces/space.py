@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 from record.schema import FINAL_OF, Metric
 from search_spaces.distributions import Distribution, from_data
+from search_spaces.lr_stage import LrStage
 from trainers.budget import resolve_budget
 from trainers.config import ModelConfig, RunConfig, to_dict
 from trainers.config_io import from_dict
@@ -59,6 +60,8 @@ class Space:
     trials: int = 0  # search only: how many points to sample
     sampler: Sampler = "tpe"
     objectives: tuple[Objective, ...] = (Objective(),)
+    # grid only: a learning-rate stage each arm trains before its seeds (``search_spaces.lr_stage``)
+    tune: LrStage | None = None
 
     def __post_init__(self) -> None:
         if not self.seeds:
@@ -73,6 +76,29 @@ class Space:
                     dist.grid()
                 except ValueError as err:
                     raise ValueError(f"params.{key}: {err}") from None
+        if self.tune is not None:
+            _check_tune(self, self.tune)
+
+
+def _check_tune(space: Space, stage: LrStage) -> None:
+    """A learning-rate stage belongs to a grid, sets a numeric field of the configuration, and
+    is the only thing that varies that field: the stage picks it per arm."""
+    where = f"tune.{stage.param}"
+    if space.kind != "grid":
+        raise ValueError(
+            f"tune: only a grid has a learning-rate stage ({space.name!r} is a search)"
+        )
+    section, _, name = stage.param.partition(".")
+    default = getattr(getattr(RunConfig(), section, None), name, None)
+    if isinstance(default, bool) or not isinstance(default, float):
+        raise ValueError(
+            f"{where}: not a numeric field of the configuration; a stage tunes one such as train.lr"
+        )
+    if stage.param in space.params:
+        raise ValueError(f"{where}: params varies it too; give it in one of tune or params")
+    for arm, overrides in space.arms.items():
+        if stage.param in overrides:
+            raise ValueError(f"{where}: arm {arm!r} sets it, but the stage picks it per arm")
 
 
 @dataclass(frozen=True)

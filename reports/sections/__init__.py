@@ -8,6 +8,7 @@ from __future__ import annotations
 from reports.sections.budget import budget_section
 from reports.sections.cost import cost_section
 from reports.sections.effects import axis_effects
+from reports.sections.lr_stage import lr_section
 from reports.sections.plots import figure_section
 from reports.sections.provenance import provenance
 from reports.sections.reference import reference_section
@@ -21,6 +22,7 @@ __all__ = [
     "compute_section",
     "cost_section",
     "figure_section",
+    "lr_section",
     "main_table",
     "provenance",
     "reference_section",

@@ -1,0 +1,149 @@
+"""A tuned-learning-rate sweep against the real parts (the session's Ray, an MLflow SQLite store,
+Lightning trials on smoke-sized models): the stage's points, each arm's choice and its seeds in
+the record; a new seed extending it without re-running the stage; a changed learning-rate grid
+and a bad ``tune`` block refused in one line before anything is written."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from record.schema import LR_STAGE_FILE, PLANS_FOLDER, Metric, Tag
+from search_spaces.lr_stage import choose
+from tests.nas.test_campaign import BASE, _check_record, _finished_lines, _trials, _tune_dirs
+from tests.nas.test_sweep import _sweep
+
+ARMS = "arms: {standard: {model.residual: standard}, block: {model.residual: block_attnres}}\n"
+TUNED = BASE + ARMS + "tune: {train.lr: {float: [1e-3, 1e-2], log: true}, points: 3}\n"
+VALUES = (0.001, 0.00316228, 0.01)
+
+
+def _stage_and_final(trials: list[Any]) -> tuple[list[Any], list[Any]]:
+    """The stage's runs (arm labels naming their value) and the final stage's (the arm)."""
+    stage = [r for r in trials if "/lr=" in r.data.tags[Tag.ARM]]
+    return stage, [r for r in trials if r not in stage]
+
+
+def _artifact(client: Any, run_id: str, tmp: Path) -> dict[str, Any]:
+    return dict(json.loads(Path(client.download_artifacts(run_id, LR_STAGE_FILE, tmp)).read_text()))
+
+
+def _check_first(tmp: Path) -> tuple[dict[str, float], dict[str, str]]:
+    """Six stage runs (two arms x three values, seed 0), each at its value; one final run per
+    arm at the value with its stage's lowest final loss; the choice, its curve and keys on the
+    parent run (artifact and tag). Returns each arm's choice and the stage's run ids by key."""
+    parents, trials, client = _trials(tmp, "tuned")
+    assert len(parents) == 1 and len(trials) == 8
+    _check_record(trials, client)
+    stage, final = _stage_and_final(trials)
+    assert len(stage) == 6
+    losses: dict[str, dict[float, list[float]]] = {}
+    for r in stage:
+        arm, _, value = r.data.tags[Tag.ARM].partition("/lr=")
+        assert float(r.data.params["train.lr"]) == float(value) and r.data.tags[Tag.SEED] == "0"
+        losses.setdefault(arm, {})[float(value)] = [r.data.metrics[Metric.FINAL_VAL_LOSS]]
+    assert {a: sorted(v) for a, v in losses.items()} == {a: list(VALUES) for a in losses}
+    chosen = {}
+    for arm, by_value in losses.items():
+        choice = choose(by_value)
+        assert choice is not None and math.isfinite(choice.curve[choice.best])
+        chosen[arm] = choice.best
+    assert {(r.data.tags[Tag.ARM], float(r.data.params["train.lr"])) for r in final} == set(
+        chosen.items()
+    )
+    state = _artifact(client, parents[0].info.run_id, tmp)
+    assert (state["param"], state["values"], state["seeds"]) == ("train.lr", list(VALUES), 1)
+    for arm, best in chosen.items():
+        assert state["arms"][arm]["chosen"] == best
+        assert parents[0].data.tags[Tag.CHOSEN_PREFIX + arm] == repr(best)
+    # the invocation's one plan file names every trial it ran, the seeds planned as it ran too
+    plans = client.list_artifacts(parents[0].info.run_id, PLANS_FOLDER)
+    assert len(plans) == 1
+    plan = json.loads(
+        Path(client.download_artifacts(parents[0].info.run_id, plans[0].path, tmp)).read_text()
+    )
+    assert sorted(plan["keys"]) == sorted(r.data.tags[Tag.TRIAL_KEY] for r in trials)
+    return chosen, {r.data.tags[Tag.TRIAL_KEY]: r.info.run_id for r in stage}
+
+
+def test_a_tuned_sweep_records_points_choice_and_seeds_extends_and_refuses_a_new_grid(
+    tmp_path: Path,
+) -> None:
+    """The first invocation trains the stage, picks each arm's value, then its seed at it; the
+    same command with a second seed runs only the two new seeds, at the recorded choices (no
+    stage trial runs again); a four-point grid is refused in one line and writes nothing."""
+    space = tmp_path / "tuned.yaml"
+    space.write_text(TUNED)
+    first = _sweep(tmp_path, str(space), "--name", "tuned")
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert _finished_lines(first.stdout) == 8
+    assert first.stdout.count(" chosen") == 2  # one line per arm once the stage settled
+    chosen, stage_runs = _check_first(tmp_path)
+
+    more = _sweep(tmp_path, str(space), "--name", "tuned", "--seeds", "0,1")
+    assert more.returncode == 0, more.stderr[-3000:]
+    assert _finished_lines(more.stdout) == 2  # the two arms' seed 1, nothing of the stage
+    parents, trials, client = _trials(tmp_path, "tuned")
+    assert len(parents) == 1 and len(trials) == 10
+    _check_record(trials, client)
+    stage, final = _stage_and_final(trials)
+    assert {r.data.tags[Tag.TRIAL_KEY]: r.info.run_id for r in stage} == stage_runs
+    cells = {(r.data.tags[Tag.ARM], r.data.tags[Tag.SEED]): r for r in final}
+    assert set(cells) == {(arm, seed) for arm in chosen for seed in ("0", "1")}
+    for (arm, _), run in cells.items():
+        assert float(run.data.params["train.lr"]) == chosen[arm]
+
+    plans = len(client.list_artifacts(parents[0].info.run_id, PLANS_FOLDER))
+    before = (len(trials), len(_tune_dirs(tmp_path, "tuned")), plans)
+    space.write_text(TUNED.replace("points: 3", "points: 4"))
+    changed = _sweep(tmp_path, str(space), "--name", "tuned", "--seeds", "0,1")
+    assert changed.returncode == 2 and "Traceback" not in changed.stderr
+    assert len(changed.stderr.strip().splitlines()) == 1
+    assert "learning-rate stage differs" in changed.stderr
+    assert "[0.001, 0.00316228, 0.01]" in changed.stderr and "--restart" in changed.stderr
+    parents, trials, client = _trials(tmp_path, "tuned")
+    plans = len(client.list_artifacts(parents[0].info.run_id, PLANS_FOLDER))
+    assert (len(trials), len(_tune_dirs(tmp_path, "tuned")), plans) == before
+
+
+@pytest.mark.parametrize(
+    ("tune", "match"),
+    [
+        ("{train.lr: {float: [1e-3, 1e-2]}, points: 2}", "tune.points: 2"),
+        ("{train.lr: {float: [0, 1e-2]}, points: 3}", "bounds must be positive"),
+        ("{model.mix_ln_alpha: {float: [1e-3, 1e-1]}}", "does not read it"),
+        ("{train.lr: {float: [1e-3, 1e-2]}, steps: 3}", "'steps': unknown key"),
+    ],
+)
+def test_a_bad_tune_block_exits_2_before_anything_is_written(
+    tmp_path: Path, tune: str, match: str
+) -> None:
+    """Fewer than 3 points, a non-positive bound, a field no arm's trial reads, an unknown key:
+    one line, exit status 2, no MLflow store and no Tune state."""
+    (tmp_path / "bad.yaml").write_text(BASE + ARMS + f"tune: {tune}\n")
+    proc = _sweep(tmp_path, str(tmp_path / "bad.yaml"))
+    assert proc.returncode == 2 and match in proc.stderr, proc.stderr[-2000:]
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.yaml"]
+
+
+def test_a_time_budget_spent_in_the_stage_leaves_the_seeds_not_started(tmp_path: Path) -> None:
+    """A budget spent before the first trial: no stage trial runs, so no learning rate is
+    chosen and no seed runs; the summary counts the stage's six trials and the two arms' seeds
+    as not started, the parent is KILLED and the exit status says the budget ran out (75)."""
+    space = tmp_path / "tuned.yaml"
+    space.write_text(TUNED)
+    proc = _sweep(tmp_path, str(space), "--name", "tuned", "--time-budget", "0.00001")
+    assert proc.returncode == 75, proc.stderr[-3000:]
+    assert "8 not started" in proc.stdout and " chosen" not in proc.stdout
+    parents, trials, client = _trials(tmp_path, "tuned")
+    assert len(parents) == 1 and parents[0].info.status == "KILLED" and not trials
+    state = _artifact(client, parents[0].info.run_id, tmp_path)
+    assert {arm: entry["chosen"] for arm, entry in state["arms"].items()} == {
+        "standard": None,
+        "block": None,
+    }
