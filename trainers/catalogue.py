@@ -37,6 +37,12 @@ class ModelConfig(Protocol):
     @property
     def attention(self) -> str: ...
     @property
+    def placement(self) -> str: ...
+    @property
+    def norm_scaling(self) -> str: ...
+    @property
+    def parametrization(self) -> str: ...
+    @property
     def norm(self) -> str: ...
     @property
     def d_model(self) -> int: ...
@@ -73,6 +79,13 @@ TRAIN_CONST = 2  # ... whose other operand is a constant (the backward computes 
 
 # The axes every configuration sets: part of every wiring, owned by no entry.
 AXES = ("residual", "placement", "norm", "norm_scaling", "attention")
+
+# Every parametrization (trainers.config.ParametrizationName), and those that scale width and
+# depth. An entry checked with them all lists ALL_PARAMETRIZATIONS.
+ALL_PARAMETRIZATIONS = ("sp", "mup", "depth_mup", "completep")
+# LayerNorm Scaling's 1/sqrt(l) input scale is a depth rule of its own, which the depth
+# parametrizations' m_L^-alpha branch multiplier would compound: not yet checked with them.
+PARAMETRIZED_NORM_SCALINGS = ("none",)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -114,6 +127,9 @@ class Entry:
     params: Formula | None = None  # parameters it adds; None: no formula (see params_text)
     params_text: str = "0"  # the docs table's "extra parameters" column
     arms: tuple[Arm, ...] = ()
+    # The parametrizations (model.parametrization) this entry runs with: those whose coord check
+    # (nas coordcheck) has been run on it; any other is refused, "not yet checked" (sp always).
+    parametrizations: tuple[str, ...] = ("sp",)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -342,6 +358,8 @@ WIRINGS: tuple[Wiring, ...] = (
         paper="He et al. 2016; Vaswani et al. 2017",
         summary="x ← x + f(x)",
         params=_nothing,
+        # pre-norm is the wiring the µP / Depth-µP / CompleteP rules are published for
+        parametrizations=ALL_PARAMETRIZATIONS,
         arms=(
             _arm("standard"),
             _arm("post", placement="post"),
@@ -521,7 +539,12 @@ WIRINGS: tuple[Wiring, ...] = (
 )
 
 PLACEMENTS: tuple[Placement, ...] = (
-    Placement(name="pre", input_norm=True, paper="Xiong et al. 2020"),
+    Placement(
+        name="pre",
+        input_norm=True,
+        paper="Xiong et al. 2020",
+        parametrizations=ALL_PARAMETRIZATIONS,
+    ),
     Placement(name="post", input_norm=False, paper="Vaswani et al. 2017"),
     Placement(
         name="sandwich",
@@ -539,7 +562,11 @@ PLACEMENTS: tuple[Placement, ...] = (
 
 ATTENTIONS: tuple[Attention, ...] = (
     Attention(
-        name="standard", paper="Vaswani et al. 2017", summary="U_n = A_n V_n", params=_nothing
+        name="standard",
+        paper="Vaswani et al. 2017",
+        summary="U_n = A_n V_n",
+        params=_nothing,
+        parametrizations=ALL_PARAMETRIZATIONS,
     ),
     Attention(
         name="value_residual",
@@ -580,6 +607,45 @@ def wiring(name: str) -> Wiring:
 def attention(name: str) -> Attention:
     """The catalogue entry of attention variant ``name``."""
     return {a.name: a for a in ATTENTIONS}[name]
+
+
+def placement(name: str) -> Placement:
+    """The catalogue entry of placement ``name``."""
+    return {p.name: p for p in PLACEMENTS}[name]
+
+
+def parametrization_refusal(cfg: ModelConfig) -> str:
+    """The one line refusing ``cfg``'s parametrization with an axis its entry is not checked
+    with ("" when every axis is): what is unchecked, and what is checked with it."""
+    p = cfg.parametrization
+    entries = (
+        ("residual", wiring(cfg.residual)),
+        ("placement", placement(cfg.placement)),
+        ("attention", attention(cfg.attention)),
+    )
+    for axis, entry in entries:
+        if p not in entry.parametrizations:
+            return _unchecked(p, f"{axis} {entry.name!r}")
+    if p != "sp" and cfg.norm_scaling not in PARAMETRIZED_NORM_SCALINGS:
+        return _unchecked(p, f"norm_scaling {cfg.norm_scaling!r}")
+    return ""
+
+
+def _unchecked(parametrization: str, what: str) -> str:
+    checked = {
+        axis: [e.name for e in group if parametrization in e.parametrizations]
+        for axis, group in (
+            ("residual", WIRINGS),
+            ("placement", PLACEMENTS),
+            ("attention", ATTENTIONS),
+        )
+    }
+    allowed = "; ".join(f"{axis} {', '.join(names)}" for axis, names in checked.items())
+    return (
+        f"model.parametrization: {parametrization!r} with {what} is not yet checked by a coord "
+        f"check (nas coordcheck); checked with it: {allowed}; norm_scaling "
+        f"{', '.join(PARAMETRIZED_NORM_SCALINGS)}"
+    )
 
 
 def switch_owners() -> tuple[str, ...]:

@@ -10,8 +10,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from record.schema import Metric
+from record.schema import Metric, optim_metric
+from trainers import parametrization as par
 from trainers.config import RunConfig, TrainConfig, flatten
+from trainers.layers import MLP, Attention
 from trainers.model import DeepTransformer
 
 
@@ -46,6 +48,76 @@ def param_groups(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]:
     ]
 
 
+def _group_of(model: DeepTransformer) -> dict[int, str]:
+    """Each parameter's parametrization group (``trainers.parametrization.GROUPS``) by id: the
+    embeddings and the head; the sublayers' matrices and biases; the rest of the blocks (their
+    norms) and the final norm. Only wirings whose catalogue entry is checked with a
+    parametrization reach here, and they hold nothing else."""
+    group: dict[int, str] = {}
+    for module in model.modules():
+        if isinstance(module, (Attention, MLP)):
+            for linear in (m for m in module.modules() if isinstance(m, nn.Linear)):
+                group[id(linear.weight)] = par.HIDDEN_WEIGHT
+                if linear.bias is not None:
+                    group[id(linear.bias)] = par.HIDDEN_BIAS
+    for p in model.blocks.parameters():
+        group.setdefault(id(p), par.HIDDEN_NORM if p.ndim == 1 else "")
+    for p in model.final_norm.parameters():
+        group[id(p)] = par.OUTPUT_NORM
+    embeddings = (model.tok_emb, model.pos_emb, model.head)
+    for p in (p for m in embeddings if m is not None for p in m.parameters()):
+        group[id(p)] = par.EMBEDDING
+    return group
+
+
+def parametrized_groups(model: DeepTransformer, t: TrainConfig) -> list[dict[str, Any]]:
+    """AdamW groups under a parametrization other than sp: ``parametrization.group_rules``'
+    multipliers times ``train.lr``, ``train.weight_decay`` and ``ADAM_EPS``, one group per
+    rule (empty ones left out), each named."""
+    rules = par.group_rules(model.cfg)
+    group = _group_of(model)
+    stray = [n for n, p in model.named_parameters() if not group.get(id(p))]
+    if stray:
+        raise ValueError(f"parameters no parametrization group holds: {', '.join(stray)}")
+    out = []
+    for name, rule in rules.items():
+        params = [p for p in model.parameters() if group[id(p)] == name]
+        if params:
+            out.append(
+                {
+                    "params": params,
+                    "name": name,
+                    "lr": t.lr * rule.lr,
+                    "weight_decay": t.weight_decay * rule.weight_decay,
+                    "eps": par.ADAM_EPS * rule.eps,
+                }
+            )
+    return out
+
+
+def optimizer_groups(model: DeepTransformer, t: TrainConfig) -> list[dict[str, Any]]:
+    """The one rule for AdamW's parameter groups: sp's two (decayed or not, at ``train.lr``;
+    today's, so its optimizer state is unchanged) or the parametrization's."""
+    if model.cfg.parametrization == "sp":
+        return param_groups(model, t.weight_decay)
+    return parametrized_groups(model, t)
+
+
+def group_record(groups: list[dict[str, Any]], t: TrainConfig) -> dict[str, float]:
+    """What a parametrized run records of its groups (``record.schema.optim_metric``): each
+    group's tensors, elements, and lr / weight-decay / eps multipliers."""
+    out: dict[str, float] = {}
+    for g in groups:
+        name, params = g["name"], g["params"]
+        out[optim_metric(name, "tensors")] = float(len(params))
+        out[optim_metric(name, "params")] = float(sum(p.numel() for p in params))
+        out[optim_metric(name, "lr_mult")] = g["lr"] / t.lr
+        wd = g["weight_decay"] / t.weight_decay if t.weight_decay else 0.0
+        out[optim_metric(name, "wd_mult")] = wd
+        out[optim_metric(name, "eps_mult")] = g["eps"] / par.ADAM_EPS
+    return out
+
+
 def lr_factor(step: int, cfg: TrainConfig) -> float:
     """Linear warm-up to 1, then cosine decay to ``min_lr_ratio`` at ``max_steps``."""
     if step < cfg.warmup_steps:
@@ -67,6 +139,13 @@ class LanguageModelModule(L.LightningModule):
     def forward(self, idx: Tensor) -> Tensor:
         return self.model(idx)
 
+    def on_train_start(self) -> None:
+        """A parametrized run records its optimizer groups once (sp's two are the rule)."""
+        if self.cfg.model.parametrization == "sp" or self.logger is None:
+            return
+        groups = self.optimizers().optimizer.param_groups  # type: ignore[union-attr]
+        self.logger.log_metrics(group_record(groups, self.cfg.train), step=0)
+
     def training_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> Tensor:
         x, y = batch
         loss = lm_loss(self.model(x), y)
@@ -86,8 +165,7 @@ class LanguageModelModule(L.LightningModule):
     def configure_optimizers(self) -> Any:
         t = self.cfg.train
         fused = {"fused": True} if self.device.type == "cuda" else {}
-        optimizer = torch.optim.AdamW(
-            param_groups(self.model, t.weight_decay), lr=t.lr, betas=(t.beta1, t.beta2), **fused
-        )
+        groups = optimizer_groups(self.model, t)
+        optimizer = torch.optim.AdamW(groups, lr=t.lr, betas=(t.beta1, t.beta2), **fused)
         schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_factor(s, t))
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
