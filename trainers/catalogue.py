@@ -83,6 +83,15 @@ AXES = ("residual", "placement", "norm", "norm_scaling", "attention")
 # Every parametrization (trainers.config.ParametrizationName), and those that scale width and
 # depth. An entry checked with them all lists ALL_PARAMETRIZATIONS.
 ALL_PARAMETRIZATIONS = ("sp", "mup", "depth_mup", "completep")
+# The coord check's verdicts on the wirings that mix the stream (tests/trainers/test_coordcheck.py
+# pins them; docs/variants.md gives the numbers): widths 32-256, depths 2-32, seeds 0 and 1.
+WIDTH_ONLY = ("sp", "mup")
+_STARVED = (
+    "the stream's update shrinks as depth^-0.5 to -0.7: the m_L^-alpha multiplier shrinks every "
+    "sublayer output against the embedding in its convex mix"
+)
+_DENSE_ALPHA_1 = "the stream's update grows as depth^+0.35 at alpha = 1 (Depth-muP's 1/2 passes)"
+
 # LayerNorm Scaling's 1/sqrt(l) input scale is a depth rule of its own, which the depth
 # parametrizations' m_L^-alpha branch multiplier would compound: not yet checked with them.
 PARAMETRIZED_NORM_SCALINGS = ("none",)
@@ -128,8 +137,10 @@ class Entry:
     params_text: str = "0"  # the docs table's "extra parameters" column
     arms: tuple[Arm, ...] = ()
     # The parametrizations (model.parametrization) this entry runs with: those whose coord check
-    # (nas coordcheck) has been run on it; any other is refused, "not yet checked" (sp always).
+    # (nas coordcheck) it passes; any other is refused, "not yet checked" (sp always), or with
+    # the measured reason where it is in ``coordcheck_fails`` (parametrization, what fails).
     parametrizations: tuple[str, ...] = ("sp",)
+    coordcheck_fails: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -413,6 +424,8 @@ WIRINGS: tuple[Wiring, ...] = (
         params=_attnres_params,
         params_text="(4L + 2)·d (design switches: below)",
         arms=(_arm("attnres", residual="attnres"),),
+        parametrizations=WIDTH_ONLY,
+        coordcheck_fails=(("depth_mup", _STARVED), ("completep", _STARVED)),
     ),
     Wiring(
         name="block_attnres",
@@ -427,6 +440,7 @@ WIRINGS: tuple[Wiring, ...] = (
         params=_attnres_params,
         params_text="(4L + 2)·d",
         arms=(_arm("block_attnres", residual="block_attnres"),),
+        parametrizations=ALL_PARAMETRIZATIONS,
     ),
     Wiring(
         name="hyper",
@@ -444,6 +458,7 @@ WIRINGS: tuple[Wiring, ...] = (
             _arm("hyper", residual="hyper"),
             _arm("hyper_dynamic", residual="hyper", hc_dynamic=True),
         ),
+        parametrizations=ALL_PARAMETRIZATIONS,
     ),
     Wiring(
         name="mhc",
@@ -457,6 +472,7 @@ WIRINGS: tuple[Wiring, ...] = (
         params=_mhc_params,
         params_text="2L·(n²d(n + 2) + n² + 2n + 3)",
         arms=(_arm("mhc", residual="mhc"),),
+        parametrizations=ALL_PARAMETRIZATIONS,
     ),
     Wiring(
         name="mhc_lite",
@@ -471,6 +487,7 @@ WIRINGS: tuple[Wiring, ...] = (
         params=_mhc_lite_params,
         params_text="2L·(nd(2n + n!) + 2n + n! + 3)",
         arms=(_arm("mhc_lite", residual="mhc_lite"),),
+        parametrizations=ALL_PARAMETRIZATIONS,
     ),
     Wiring(
         name="denseformer",
@@ -494,6 +511,8 @@ WIRINGS: tuple[Wiring, ...] = (
             _arm("denseformer", residual="denseformer"),
             _arm("denseformer_2x2", residual="denseformer", dense_dilation=2, dense_period=2),
         ),
+        parametrizations=("sp", "mup", "depth_mup"),
+        coordcheck_fails=(("completep", _DENSE_ALPHA_1),),
     ),
     Wiring(
         name="laurel_rw",
@@ -624,6 +643,12 @@ def parametrization_refusal(cfg: ModelConfig) -> str:
         ("attention", attention(cfg.attention)),
     )
     for axis, entry in entries:
+        failed = dict(entry.coordcheck_fails).get(p)
+        if failed:
+            return (
+                f"model.parametrization: {p!r} with {axis} {entry.name!r} fails the coord check "
+                f"({failed}); allowed with it: {', '.join(entry.parametrizations)}"
+            )
         if p not in entry.parametrizations:
             return _unchecked(p, f"{axis} {entry.name!r}")
     if p != "sp" and cfg.norm_scaling not in PARAMETRIZED_NORM_SCALINGS:

@@ -15,6 +15,7 @@ from trainers import parametrization as par
 from trainers.config import RunConfig, TrainConfig, flatten
 from trainers.layers import MLP, Attention
 from trainers.model import DeepTransformer
+from trainers.norms import NORMS
 
 
 def lm_loss(logits: Tensor, targets: Tensor) -> Tensor:
@@ -50,9 +51,8 @@ def param_groups(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]:
 
 def _group_of(model: DeepTransformer) -> dict[int, str]:
     """Each parameter's parametrization group (``trainers.parametrization.GROUPS``) by id: the
-    embeddings and the head; the sublayers' matrices and biases; the rest of the blocks (their
-    norms) and the final norm. Only wirings whose catalogue entry is checked with a
-    parametrization reach here, and they hold nothing else."""
+    embeddings and the head; the sublayers' matrices and biases; the norms' gains and biases
+    (the final norm apart); and the wiring's own, split as sp's weight decay splits them."""
     group: dict[int, str] = {}
     for module in model.modules():
         if isinstance(module, (Attention, MLP)):
@@ -60,8 +60,13 @@ def _group_of(model: DeepTransformer) -> dict[int, str]:
                 group[id(linear.weight)] = par.HIDDEN_WEIGHT
                 if linear.bias is not None:
                     group[id(linear.bias)] = par.HIDDEN_BIAS
-    for p in model.blocks.parameters():
-        group.setdefault(id(p), par.HIDDEN_NORM if p.ndim == 1 else "")
+        if isinstance(module, tuple(NORMS.get(n) for n in NORMS.names())):
+            for p in module.parameters():
+                group[id(p)] = par.HIDDEN_NORM
+    no_decay = _no_decay(model)
+    for p in model.parameters():
+        wiring = par.WIRING_GAIN if id(p) in no_decay else par.WIRING_WEIGHT
+        group.setdefault(id(p), wiring)
     for p in model.final_norm.parameters():
         group[id(p)] = par.OUTPUT_NORM
     embeddings = (model.tok_emb, model.pos_emb, model.head)
@@ -76,9 +81,6 @@ def parametrized_groups(model: DeepTransformer, t: TrainConfig) -> list[dict[str
     rule (empty ones left out), each named."""
     rules = par.group_rules(model.cfg)
     group = _group_of(model)
-    stray = [n for n, p in model.named_parameters() if not group.get(id(p))]
-    if stray:
-        raise ValueError(f"parameters no parametrization group holds: {', '.join(stray)}")
     out = []
     for name, rule in rules.items():
         params = [p for p in model.parameters() if group[id(p)] == name]

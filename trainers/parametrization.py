@@ -47,7 +47,21 @@ HIDDEN_WEIGHT = "hidden_weight"  # every matrix of the attention and MLP sublaye
 HIDDEN_NORM = "hidden_norm"  # the gains (and LayerNorm biases) of the blocks' norms
 HIDDEN_BIAS = "hidden_bias"  # the sublayers' linear biases
 OUTPUT_NORM = "output_norm"  # the final norm, before the head
-GROUPS = (EMBEDDING, HIDDEN_WEIGHT, HIDDEN_NORM, HIDDEN_BIAS, OUTPUT_NORM)
+# A wiring's own parameters (AttnRes queries, Hyper-Connection and mHC maps, DenseFormer
+# weights): the matrices sp decays, and the rest (vectors, scalars, what it lists as
+# no_weight_decay). No published rule covers them; they take the norm gains' (a choice of this
+# project, which the coord check is run on before a catalogue entry allows a parametrization).
+WIRING_WEIGHT = "wiring_weight"
+WIRING_GAIN = "wiring_gain"
+GROUPS = (
+    EMBEDDING,
+    HIDDEN_WEIGHT,
+    HIDDEN_NORM,
+    HIDDEN_BIAS,
+    OUTPUT_NORM,
+    WIRING_WEIGHT,
+    WIRING_GAIN,
+)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -128,4 +142,7 @@ def group_rules(cfg: ModelConfig) -> dict[str, GroupRule]:
         HIDDEN_NORM: GroupRule(lr=depth_lr, weight_decay=0.0, eps=hidden_eps),
         HIDDEN_BIAS: GroupRule(lr=depth_lr, weight_decay=0.0, eps=hidden_eps),
         OUTPUT_NORM: GroupRule(lr=1.0, weight_decay=0.0, eps=m_w**-1),
+        # decayed as sp decays them, so that every parametrization is sp at base sizes
+        WIRING_WEIGHT: GroupRule(lr=depth_lr, weight_decay=1.0, eps=hidden_eps),
+        WIRING_GAIN: GroupRule(lr=depth_lr, weight_decay=0.0, eps=hidden_eps),
     }

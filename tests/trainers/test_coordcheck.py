@@ -6,12 +6,14 @@ bounds carry a margin of about half the gap between good and bad."""
 
 from __future__ import annotations
 
+import copy
 import math
 
 import pytest
 import torch
 
 import trainers.layers
+from trainers import catalogue
 from trainers import coordcheck as cc
 from trainers.config import ModelConfig, TrainConfig
 
@@ -98,3 +100,48 @@ def test_the_check_is_deterministic(mup_rows: list[cc.Row]) -> None:
     """The same seed gives the same numbers (the bounds above are about these numbers)."""
     again = _rows("width", WIDTHS[:2], parametrization="mup", base_width=32)
     assert [r.deltas for r in again] == [r.deltas for r in mup_rows if r.size in WIDTHS[:2]]
+
+
+def _forced_rows(sizes: tuple[int, ...], **model: object) -> list[cc.Row]:
+    """The depth check of a configuration, built past validation: what the catalogue's
+    decision (allow or refuse) was made from, so a refused one can be measured too."""
+    torch.set_num_threads(1)
+    base = ModelConfig(vocab_size=256, seq_len=32, n_layers=2, d_model=32)
+    rows = []
+    for size in sizes:
+        cfg = copy.copy(base)
+        for key, value in {**model, "n_layers": size}.items():
+            object.__setattr__(cfg, key, value)
+        for step, (values, deltas) in enumerate(cc.measure(cfg, TrainConfig(), 4, 0, 4)):
+            rows.append(cc.Row(size=size, seed=0, step=step, values=values, deltas=deltas))
+    return rows
+
+
+DECISIONS = [
+    ("attnres", "sp", {}, True),  # the convex mix alone keeps the stream flat
+    ("attnres", "completep", {}, False),
+    ("attnres", "depth_mup", {}, False),
+    ("block_attnres", "completep", {"attnres_blocks": 4}, True),
+    ("denseformer", "completep", {}, False),
+    ("denseformer", "depth_mup", {}, True),
+    ("hyper", "completep", {}, True),
+    ("mhc", "completep", {"hc_streams": 2}, True),
+    ("mhc_lite", "depth_mup", {"hc_streams": 2}, True),
+]
+
+
+@pytest.mark.slow  # about 10 s of CPU for the nine checks; the cases above stay fast
+@pytest.mark.parametrize(("residual", "name", "extra", "passes"), DECISIONS)
+def test_the_catalogue_follows_the_coord_check_for_mixing_wirings(
+    residual: str, name: str, extra: dict, passes: bool
+) -> None:
+    """Each wiring that mixes the stream runs with a depth parametrization exactly where its
+    coord check across depths 2-32 passes (trainers.catalogue's entries), and is refused with
+    the measured reason where it fails."""
+    sizes = dict(base_width=32, base_depth=2) if name != "sp" else {}
+    rows = _forced_rows(DEPTHS, residual=residual, parametrization=name, **sizes, **extra)
+    ok, line = cc.verdict(rows, "depth")
+    assert ok == passes, line
+    entry = catalogue.wiring(residual)
+    assert (name in entry.parametrizations) == passes
+    assert (name in dict(entry.coordcheck_fails)) == (not passes)

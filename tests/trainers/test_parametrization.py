@@ -13,6 +13,7 @@ import torch
 
 from record.schema import optim_metric
 from tests.trainers.conftest import tiny
+from trainers import catalogue
 from trainers.config import ModelConfig, TrainConfig
 from trainers.model import DeepTransformer
 from trainers.module import group_record, lm_loss, optimizer_groups
@@ -52,17 +53,29 @@ def _stepped(cfg: ModelConfig) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     return logits.detach(), {n: p.detach().clone() for n, p in model.named_parameters()}
 
 
-BASE_CELLS = [
+BASE_CELLS: list[dict[str, object]] = [
     {},
     {"bias": True, "norm": "layernorm", "pos": "learned", "tie_embeddings": False},
+    *(
+        {"residual": w.name}
+        for w in catalogue.WIRINGS
+        if w.name != "standard" and len(w.parametrizations) > 1
+    ),
+]
+CASES = [
+    (name, extra)
+    for extra in BASE_CELLS
+    for name in SCALED
+    if name in catalogue.wiring(str(extra.get("residual", "standard"))).parametrizations
 ]
 
 
-@pytest.mark.parametrize("extra", BASE_CELLS, ids=["default", "bias-layernorm-learned-untied"])
-@pytest.mark.parametrize("name", SCALED)
+@pytest.mark.parametrize(("name", "extra"), CASES, ids=lambda v: str(v))
 def test_every_parametrization_is_bitwise_sp_at_base_sizes(name: str, extra: dict) -> None:
     """At base_width = d_model and base_depth = n_layers, the logits at init and every
-    parameter after one AdamW step are bitwise sp's."""
+    parameter after one AdamW step are bitwise sp's: plain pre-norm (also with biases,
+    LayerNorm, learned positions and an untied head) and every wiring a parametrization runs
+    with."""
     sp = tiny(n_layers=3, **extra)
     cfg = _scaled(sp, name, base_width=sp.d_model, base_depth=sp.n_layers)
     sp_logits, sp_params = _stepped(sp)
@@ -136,6 +149,33 @@ def test_group_settings_equal_the_published_formulas(
         assert settings[id(p)] == pytest.approx(want, rel=1e-12), param
 
 
+@pytest.mark.parametrize("n_layers", [2, 8])
+def test_a_wirings_own_parameters_take_the_norm_gains_rule(n_layers: int) -> None:
+    """mHC's maps (matrices sp decays) and its b_res (listed no-decay): lr · m_L^(alpha-1),
+    hidden eps; weight decay as sp's, wd on the maps and none on b_res."""
+    cfg = _scaled(
+        tiny(n_layers=n_layers, d_model=32, residual="mhc", hc_streams=2),
+        "completep",
+        base_width=16,
+        base_depth=4,
+        depth_alpha=0.5,
+    )
+    model = _model(cfg)
+    m_w, m_l = 2.0, n_layers / 4
+    settings = {
+        id(p): (g["lr"], g["weight_decay"], g["eps"])
+        for g in optimizer_groups(model, TRAIN)
+        for p in g["params"]
+    }
+    site = model.blocks[0].attn_site
+    maps = [p for n, p in site.named_parameters() if p.ndim == 2 and "b_res" not in n]
+    assert maps and hasattr(site, "b_res")
+    lr, eps = TRAIN.lr * m_l**-0.5, EPS / m_w * m_l**-0.5
+    for p in maps:
+        assert settings[id(p)] == pytest.approx((lr, TRAIN.weight_decay, eps), rel=1e-12)
+    assert settings[id(site.b_res)] == pytest.approx((lr, 0.0, eps), rel=1e-12)
+
+
 def test_the_group_record_counts_and_multipliers() -> None:
     """The record of a parametrized run's groups: tensors, elements and the multipliers."""
     cfg = tiny(d_model=32, n_layers=4, parametrization="completep", base_width=16, base_depth=2)
@@ -194,7 +234,8 @@ def test_attention_scale_is_one_over_d_head_relative_to_the_base_head() -> None:
         ({"parametrization": "mup", "base_width": 0}, "model.base_width: 0 is too small"),
         ({"parametrization": "completep", "base_depth": 0}, "model.base_depth: 0 is too small"),
         ({"parametrization": "completep", "depth_alpha": 0.4}, "model.depth_alpha: 0.4"),
-        ({"parametrization": "completep", "residual": "attnres"}, "not yet checked"),
+        ({"parametrization": "completep", "residual": "attnres"}, "fails the coord check"),
+        ({"parametrization": "mup", "residual": "rezero"}, "residual 'rezero' is not yet checked"),
         ({"parametrization": "mup", "placement": "post"}, "placement 'post' is not yet checked"),
         ({"parametrization": "mup", "norm_scaling": "lns"}, "norm_scaling 'lns' is not yet"),
         ({"base_width": 64}, "model.base_width: 64 applies to parametrization other than 'sp'"),
