@@ -87,10 +87,10 @@ ALL_PARAMETRIZATIONS = ("sp", "mup", "depth_mup", "completep")
 # pins them; docs/variants.md gives the numbers): widths 32-256, depths 2-32, seeds 0 and 1.
 WIDTH_ONLY = ("sp", "mup")
 _STARVED = (
-    "the stream's update shrinks as depth^-0.5 to -0.7: the m_L^-alpha multiplier shrinks every "
-    "sublayer output against the embedding in its convex mix"
+    "its stream's update shrinks as depth^-0.5 to -0.7: m_L^-alpha starves the convex mix of "
+    "the sublayer outputs against the embedding"
 )
-_DENSE_ALPHA_1 = "the stream's update grows as depth^+0.35 at alpha = 1 (Depth-muP's 1/2 passes)"
+_DENSE_ALPHA_1 = "its stream's update grows as depth^+0.35 at alpha 1; Depth-muP's 1/2 passes"
 
 # LayerNorm Scaling's 1/sqrt(l) input scale is a depth rule of its own, which the depth
 # parametrizations' m_L^-alpha branch multiplier would compound: not yet checked with them.
@@ -728,3 +728,17 @@ def attentions_markdown() -> str:
     """The attention variants table of ``docs/variants.md``."""
     rows = [(f"`{a.name}`", a.summary, a.paper, "every wiring", a.params_text) for a in ATTENTIONS]
     return _table(("name", "update", "paper", "valid with", "extra parameters"), rows)
+
+
+def parametrizations_markdown() -> str:
+    """The parametrization x residual table of ``docs/variants.md``: where each runs, where the
+    coord check fails it (refused, with the reason), where it is not yet checked (refused)."""
+
+    def cell(w: Wiring, p: str) -> str:
+        failed = dict(w.coordcheck_fails).get(p)
+        if failed:
+            return f"refused: fails the coord check ({failed})"
+        return "yes" if p in w.parametrizations else "refused: not yet checked"
+
+    rows = [(f"`{w.name}`", *(cell(w, p) for p in ALL_PARAMETRIZATIONS)) for w in WIRINGS]
+    return _table(("residual", *(f"`{p}`" for p in ALL_PARAMETRIZATIONS)), rows)

@@ -247,3 +247,11 @@ def test_bad_parametrization_settings_are_refused(overrides: dict, words: str) -
     with pytest.raises(ValueError, match="") as err:
         tiny(**overrides)
     assert words in str(err.value)
+
+
+def test_docs_carry_the_parametrization_table() -> None:
+    """docs/variants.md's parametrization x residual table is the catalogue's decisions."""
+    from pathlib import Path
+
+    docs = Path(__file__).resolve().parents[2] / "docs" / "variants.md"
+    assert catalogue.parametrizations_markdown() in docs.read_text()
