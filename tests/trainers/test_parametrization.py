@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -251,7 +252,28 @@ def test_bad_parametrization_settings_are_refused(overrides: dict, words: str) -
 
 def test_docs_carry_the_parametrization_table() -> None:
     """docs/variants.md's parametrization x residual table is the catalogue's decisions."""
-    from pathlib import Path
 
     docs = Path(__file__).resolve().parents[2] / "docs" / "variants.md"
     assert catalogue.parametrizations_markdown() in docs.read_text()
+
+
+def test_a_parametrized_fit_records_its_groups(tmp_path: Path) -> None:
+    """A real Lightning fit under CompleteP logs each group's record once, at step 0, through
+    the run's logger (CSV here, MLflow in a sweep): m_w = 2, m_L = 2, alpha 1."""
+    import csv
+
+    from trainers.config_io import from_dict
+    from trainers.run import train
+
+    model = {"d_model": 32, "n_heads": 2, "n_layers": 2, "seq_len": 16}
+    model |= {"parametrization": "completep", "base_width": 16, "base_depth": 1}
+    train_ = {"batch_size": 4, "max_steps": 3, "val_every": 3, "val_batches": 1}
+    train_ |= {"warmup_steps": 1, "accelerator": "cpu", "diagnostics_every": 0}
+    data = {"source": "synthetic", "hops": 1, "n_symbols": 8}
+    train(from_dict({"model": model, "train": train_, "data": data}), tmp_path, progress=False)
+    rows = list(csv.DictReader((tmp_path / "metrics.csv").open()))
+    logged = [r for r in rows if r.get(optim_metric("hidden_weight", "lr_mult"))]
+    assert len(logged) == 1 and logged[0]["step"] == "0"
+    assert float(logged[0][optim_metric("hidden_weight", "lr_mult")]) == pytest.approx(0.5)
+    assert float(logged[0][optim_metric("hidden_weight", "wd_mult")]) == pytest.approx(2.0)
+    assert float(logged[0][optim_metric("hidden_norm", "eps_mult")]) == pytest.approx(0.25)
