@@ -25,8 +25,9 @@ from torch.utils.hooks import RemovableHandle
 
 from trainers.config import ModelConfig, TrainConfig
 from trainers.layers import MLP, Attention
+from trainers.loss import lm_loss
 from trainers.model import DeepTransformer
-from trainers.module import lm_loss, optimizer_groups
+from trainers.optim_groups import optimizer_groups
 
 Axis = Literal["width", "depth"]
 # The module classes measured, in the table's order: the token embedding's output, every
