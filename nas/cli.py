@@ -11,6 +11,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from nas.coordcheck_cmd import add_coordcheck_parser
 from nas.diff_cmd import add_diff_parser
 from nas.exits import Exit
 from nas.report_cmd import add_report_parser
@@ -42,6 +43,7 @@ def build_parser() -> Parser:
     add_report_parser(sub)
     add_diff_parser(sub)
     add_ui_parser(sub)
+    add_coordcheck_parser(sub)
     return parser
 
 

@@ -141,9 +141,24 @@ class Metric:
     FINAL_GPU_UTIL = "final/gpu_util"
     FINAL_GPU_POWER_W = "final/gpu_power_w"
     DILUTION_PREFIX = "dilution/"
+    # trainers.module.group_record, once per trial under a parametrization other than sp:
+    # optim/<group>/<what>, <what> one of OPTIM_FIELDS (see optim_metric)
+    OPTIM_PREFIX = "optim/"
     # parent run
     SWEEP_PREFIX = "sweep/"
     SWEEP_BEST_VAL_LOSS = "sweep/best_val_loss"
+
+
+# What a parametrized trial records of each AdamW group (trainers.parametrization.GROUPS): its
+# tensors, its elements, and its lr, weight-decay and eps as multiples of the configured ones.
+OPTIM_FIELDS = ("tensors", "params", "lr_mult", "wd_mult", "eps_mult")
+
+
+def optim_metric(group: str, what: str) -> str:
+    """``optim/hidden_weight/lr_mult``: one group's record under ``Metric.OPTIM_PREFIX``."""
+    if what not in OPTIM_FIELDS:
+        raise ValueError(f"{what!r} is not an optimizer-group field; one of {OPTIM_FIELDS}")
+    return f"{Metric.OPTIM_PREFIX}{group}/{what}"
 
 
 # A search objective (a metric every validation reports) -> the metric holding its final value.

@@ -37,6 +37,12 @@ class ModelConfig(Protocol):
     @property
     def attention(self) -> str: ...
     @property
+    def placement(self) -> str: ...
+    @property
+    def norm_scaling(self) -> str: ...
+    @property
+    def parametrization(self) -> str: ...
+    @property
     def norm(self) -> str: ...
     @property
     def d_model(self) -> int: ...
@@ -73,6 +79,22 @@ TRAIN_CONST = 2  # ... whose other operand is a constant (the backward computes 
 
 # The axes every configuration sets: part of every wiring, owned by no entry.
 AXES = ("residual", "placement", "norm", "norm_scaling", "attention")
+
+# Every parametrization (trainers.config.ParametrizationName), and those that scale width and
+# depth. An entry checked with them all lists ALL_PARAMETRIZATIONS.
+ALL_PARAMETRIZATIONS = ("sp", "mup", "depth_mup", "completep")
+# The coord check's verdicts on the wirings that mix the stream (tests/trainers/test_coordcheck.py
+# pins them; docs/variants.md gives the numbers): widths 32-256, depths 2-32, seeds 0 and 1.
+WIDTH_ONLY = ("sp", "mup")
+_STARVED = (
+    "its stream's update shrinks as depth^-0.5 to -0.7: m_L^-alpha starves the convex mix of "
+    "the sublayer outputs against the embedding"
+)
+_DENSE_ALPHA_1 = "its stream's update grows as depth^+0.35 at alpha 1; Depth-muP's 1/2 passes"
+
+# LayerNorm Scaling's 1/sqrt(l) input scale is a depth rule of its own, which the depth
+# parametrizations' m_L^-alpha branch multiplier would compound: not yet checked with them.
+PARAMETRIZED_NORM_SCALINGS = ("none",)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -114,6 +136,11 @@ class Entry:
     params: Formula | None = None  # parameters it adds; None: no formula (see params_text)
     params_text: str = "0"  # the docs table's "extra parameters" column
     arms: tuple[Arm, ...] = ()
+    # The parametrizations (model.parametrization) this entry runs with: those whose coord check
+    # (nas coordcheck) it passes; any other is refused, "not yet checked" (sp always), or with
+    # the measured reason where it is in ``coordcheck_fails`` (parametrization, what fails).
+    parametrizations: tuple[str, ...] = ("sp",)
+    coordcheck_fails: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -342,6 +369,8 @@ WIRINGS: tuple[Wiring, ...] = (
         paper="He et al. 2016; Vaswani et al. 2017",
         summary="x ← x + f(x)",
         params=_nothing,
+        # pre-norm is the wiring the µP / Depth-µP / CompleteP rules are published for
+        parametrizations=ALL_PARAMETRIZATIONS,
         arms=(
             _arm("standard"),
             _arm("post", placement="post"),
@@ -395,6 +424,8 @@ WIRINGS: tuple[Wiring, ...] = (
         params=_attnres_params,
         params_text="(4L + 2)·d (design switches: below)",
         arms=(_arm("attnres", residual="attnres"),),
+        parametrizations=WIDTH_ONLY,
+        coordcheck_fails=(("depth_mup", _STARVED), ("completep", _STARVED)),
     ),
     Wiring(
         name="block_attnres",
@@ -409,6 +440,7 @@ WIRINGS: tuple[Wiring, ...] = (
         params=_attnres_params,
         params_text="(4L + 2)·d",
         arms=(_arm("block_attnres", residual="block_attnres"),),
+        parametrizations=ALL_PARAMETRIZATIONS,
     ),
     Wiring(
         name="hyper",
@@ -426,6 +458,7 @@ WIRINGS: tuple[Wiring, ...] = (
             _arm("hyper", residual="hyper"),
             _arm("hyper_dynamic", residual="hyper", hc_dynamic=True),
         ),
+        parametrizations=ALL_PARAMETRIZATIONS,
     ),
     Wiring(
         name="mhc",
@@ -439,6 +472,7 @@ WIRINGS: tuple[Wiring, ...] = (
         params=_mhc_params,
         params_text="2L·(n²d(n + 2) + n² + 2n + 3)",
         arms=(_arm("mhc", residual="mhc"),),
+        parametrizations=ALL_PARAMETRIZATIONS,
     ),
     Wiring(
         name="mhc_lite",
@@ -453,6 +487,7 @@ WIRINGS: tuple[Wiring, ...] = (
         params=_mhc_lite_params,
         params_text="2L·(nd(2n + n!) + 2n + n! + 3)",
         arms=(_arm("mhc_lite", residual="mhc_lite"),),
+        parametrizations=ALL_PARAMETRIZATIONS,
     ),
     Wiring(
         name="denseformer",
@@ -476,6 +511,8 @@ WIRINGS: tuple[Wiring, ...] = (
             _arm("denseformer", residual="denseformer"),
             _arm("denseformer_2x2", residual="denseformer", dense_dilation=2, dense_period=2),
         ),
+        parametrizations=("sp", "mup", "depth_mup"),
+        coordcheck_fails=(("completep", _DENSE_ALPHA_1),),
     ),
     Wiring(
         name="laurel_rw",
@@ -521,7 +558,12 @@ WIRINGS: tuple[Wiring, ...] = (
 )
 
 PLACEMENTS: tuple[Placement, ...] = (
-    Placement(name="pre", input_norm=True, paper="Xiong et al. 2020"),
+    Placement(
+        name="pre",
+        input_norm=True,
+        paper="Xiong et al. 2020",
+        parametrizations=ALL_PARAMETRIZATIONS,
+    ),
     Placement(name="post", input_norm=False, paper="Vaswani et al. 2017"),
     Placement(
         name="sandwich",
@@ -539,7 +581,11 @@ PLACEMENTS: tuple[Placement, ...] = (
 
 ATTENTIONS: tuple[Attention, ...] = (
     Attention(
-        name="standard", paper="Vaswani et al. 2017", summary="U_n = A_n V_n", params=_nothing
+        name="standard",
+        paper="Vaswani et al. 2017",
+        summary="U_n = A_n V_n",
+        params=_nothing,
+        parametrizations=ALL_PARAMETRIZATIONS,
     ),
     Attention(
         name="value_residual",
@@ -580,6 +626,51 @@ def wiring(name: str) -> Wiring:
 def attention(name: str) -> Attention:
     """The catalogue entry of attention variant ``name``."""
     return {a.name: a for a in ATTENTIONS}[name]
+
+
+def placement(name: str) -> Placement:
+    """The catalogue entry of placement ``name``."""
+    return {p.name: p for p in PLACEMENTS}[name]
+
+
+def parametrization_refusal(cfg: ModelConfig) -> str:
+    """The one line refusing ``cfg``'s parametrization with an axis its entry is not checked
+    with ("" when every axis is): what is unchecked, and what is checked with it."""
+    p = cfg.parametrization
+    entries = (
+        ("residual", wiring(cfg.residual)),
+        ("placement", placement(cfg.placement)),
+        ("attention", attention(cfg.attention)),
+    )
+    for axis, entry in entries:
+        failed = dict(entry.coordcheck_fails).get(p)
+        if failed:
+            return (
+                f"model.parametrization: {p!r} with {axis} {entry.name!r} fails the coord check "
+                f"({failed}); allowed with it: {', '.join(entry.parametrizations)}"
+            )
+        if p not in entry.parametrizations:
+            return _unchecked(p, f"{axis} {entry.name!r}")
+    if p != "sp" and cfg.norm_scaling not in PARAMETRIZED_NORM_SCALINGS:
+        return _unchecked(p, f"norm_scaling {cfg.norm_scaling!r}")
+    return ""
+
+
+def _unchecked(parametrization: str, what: str) -> str:
+    checked = {
+        axis: [e.name for e in group if parametrization in e.parametrizations]
+        for axis, group in (
+            ("residual", WIRINGS),
+            ("placement", PLACEMENTS),
+            ("attention", ATTENTIONS),
+        )
+    }
+    allowed = "; ".join(f"{axis} {', '.join(names)}" for axis, names in checked.items())
+    return (
+        f"model.parametrization: {parametrization!r} with {what} is not yet checked by a coord "
+        f"check (nas coordcheck); checked with it: {allowed}; norm_scaling "
+        f"{', '.join(PARAMETRIZED_NORM_SCALINGS)}"
+    )
 
 
 def switch_owners() -> tuple[str, ...]:
@@ -637,3 +728,17 @@ def attentions_markdown() -> str:
     """The attention variants table of ``docs/variants.md``."""
     rows = [(f"`{a.name}`", a.summary, a.paper, "every wiring", a.params_text) for a in ATTENTIONS]
     return _table(("name", "update", "paper", "valid with", "extra parameters"), rows)
+
+
+def parametrizations_markdown() -> str:
+    """The parametrization x residual table of ``docs/variants.md``: where each runs, where the
+    coord check fails it (refused, with the reason), where it is not yet checked (refused)."""
+
+    def cell(w: Wiring, p: str) -> str:
+        failed = dict(w.coordcheck_fails).get(p)
+        if failed:
+            return f"refused: fails the coord check ({failed})"
+        return "yes" if p in w.parametrizations else "refused: not yet checked"
+
+    rows = [(f"`{w.name}`", *(cell(w, p) for p in ALL_PARAMETRIZATIONS)) for w in WIRINGS]
+    return _table(("residual", *(f"`{p}`" for p in ALL_PARAMETRIZATIONS)), rows)

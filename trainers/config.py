@@ -42,6 +42,9 @@ PositionName = Literal["learned", "rope"]
 KeyNormName = Literal["rmsnorm", "none"]
 GateName = Literal["softmax", "sigmoid"]
 QueryName = Literal["static", "input", "scalar"]
+# How width and depth scale the init, the forward multipliers and the per-group AdamW settings
+# (trainers.parametrization); every one is the standard parametrization at base sizes.
+ParametrizationName = Literal["sp", "mup", "depth_mup", "completep"]
 DataSource = Literal["stdlib", "text", "tokens", "synthetic"]
 Precision = Literal["auto", "32-true", "64-true", "bf16-mixed", "16-mixed", "bf16-true"]
 
@@ -65,6 +68,9 @@ REFUSED_UNREAD: tuple[str, ...] = (
     "dense_dilation",
     "dense_period",
     *(s.field for s in catalogue.SWITCHES),
+    "base_width",
+    "base_depth",
+    "depth_alpha",
 )
 
 
@@ -197,6 +203,28 @@ class ModelConfig:
         "Scale output-projection init by 1/sqrt(2*n_layers) (GPT-2 style); off under 'lns'.", True
     )
 
+    parametrization: ParametrizationName = _help(
+        "How width and depth scale init, multipliers and per-group AdamW settings: 'sp' "
+        "(standard), 'mup' (width), 'depth_mup' (width and depth, alpha 1/2), 'completep' "
+        "(width and depth, alpha = depth_alpha); each is 'sp' at base_width and base_depth.",
+        "sp",
+    )
+    base_width: int = _help(
+        "mup, depth_mup, completep: the d_model the others are scaled from (m_w = "
+        "d_model/base_width; its head size base_width/n_heads sets the attention scale).",
+        128,
+    )
+    base_depth: int = _help(
+        "depth_mup, completep: the n_layers the others are scaled from (m_L = "
+        "n_layers/base_depth).",
+        4,
+    )
+    depth_alpha: float = _help(
+        "completep: residual branches scaled by m_L^-alpha, alpha in [0.5, 1] (1: CompleteP; "
+        "0.5: Depth-muP).",
+        1.0,
+    )
+
     def __post_init__(self) -> None:
         s = "model"
         _choices(s, "residual", self.residual, get_args(ResidualName))
@@ -247,7 +275,20 @@ class ModelConfig:
             )
         _in_range(s, "mhc_sinkhorn_iters", self.mhc_sinkhorn_iters, 1, 1000)
         _in_range(s, "mix_ln_alpha", self.mix_ln_alpha, 0.0, 1.0)
+        self._check_parametrization()
         self._check_unread_fields()
+
+    def _check_parametrization(self) -> None:
+        """The parametrization a known one, its base sizes and alpha in range, and every
+        wiring axis one whose catalogue entry is checked with it (its coord check)."""
+        s = "model"
+        _choices(s, "parametrization", self.parametrization, get_args(ParametrizationName))
+        _at_least(s, "base_width", self.base_width, 1)
+        _at_least(s, "base_depth", self.base_depth, 1)
+        _in_range(s, "depth_alpha", self.depth_alpha, 0.5, 1.0)
+        problem = catalogue.parametrization_refusal(self)
+        if problem:
+            raise ValueError(problem)
 
     def _check_attnres_switches(self) -> None:
         s = "model"

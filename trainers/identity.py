@@ -98,6 +98,11 @@ READERS: dict[str, Reader] = {
     # only where a placement has norms (trainers.config.VALID_PLACEMENTS).
     "norm": Reader(never={"placement": ("none",)}),
     "norm_eps": Reader(never={"placement": ("none",)}),
+    # trainers.parametrization: the base sizes of the rules that scale width and depth, and
+    # CompleteP's exponent (Depth-muP's is fixed at 1/2); the standard parametrization reads none
+    "base_width": Reader(never={"parametrization": ("sp",)}),
+    "base_depth": Reader(only={"parametrization": ("depth_mup", "completep")}),
+    "depth_alpha": Reader(only={"parametrization": ("completep",)}),
 }
 
 

@@ -13,6 +13,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from trainers.config import ModelConfig
+from trainers.parametrization import attention_scale
 
 
 class Rotary(nn.Module):
@@ -51,6 +52,8 @@ class Attention(nn.Module):
             Rotary(cfg.head_dim, cfg.seq_len, cfg.rope_base) if cfg.pos == "rope" else None
         )
         self.values = nn.Identity() if values is None else values
+        # muP's 1/d_head (None: SDPA's own 1/sqrt(d_head), as under sp and at the base head size)
+        self.scale = attention_scale(cfg)
 
     def forward(self, x: Tensor, *kv: Tensor) -> Tensor:
         """Self-attention over ``x`` (B, T, d); given key and value inputs too, ``x`` is the
@@ -65,7 +68,7 @@ class Attention(nn.Module):
         if self.rotary is not None:
             q, k = self.rotary(q), self.rotary(k)
         p = self.dropout if self.training else 0.0
-        y = F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=True)
+        y = F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=True, scale=self.scale)
         return self.proj(y.transpose(1, 2).reshape(b, t, d))
 
     def _project_each(self, xq: Tensor, xk: Tensor, xv: Tensor) -> tuple[Tensor, ...]:

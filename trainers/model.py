@@ -8,7 +8,6 @@ in ``__init__`` so that ``forward`` does not branch on the variant.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -18,14 +17,21 @@ from trainers.attention import ATTENTIONS, LayerMemory
 from trainers.config import ModelConfig
 from trainers.layers import MLP, Attention
 from trainers.norms import NORM_SCALINGS, build_norm
+from trainers.parametrization import (
+    branch_multiplier,
+    hidden_init_std,
+    logit_multiplier,
+    output_init_std,
+)
 from trainers.placement import PLACEMENTS
 from trainers.residual import RESIDUALS
 
 
 class Branch(nn.Module):
     """One sublayer with its placement's branch slots:
-    ``drop(norm_out(layer(in_scale * norm_in(x), ...)))``; ``in_scale`` is the norm scaling's
-    factor for this block (1 unless LayerNorm Scaling).
+    ``out_scale * drop(norm_out(layer(in_scale * norm_in(x), ...)))``; ``in_scale`` is the norm
+    scaling's factor for this block (1 unless LayerNorm Scaling), ``out_scale`` the
+    parametrization's branch multiplier m_L^-alpha (1 unless Depth-muP or CompleteP).
 
     A branch takes as many inputs as its site hands it (``Residual.inputs``): one by default;
     an attention fed separate key and value inputs (MUDDFormer) takes three, and each input
@@ -39,17 +45,19 @@ class Branch(nn.Module):
         p: float,
         in_scale: float,
         extra_norms: Sequence[nn.Module] = (),
+        out_scale: float = 1.0,
     ) -> None:
         super().__init__()
         self.norm_in, self.layer, self.norm_out = norm_in, layer, norm_out
-        self.in_scale = in_scale
+        self.in_scale, self.out_scale = in_scale, out_scale
         self.drop = nn.Dropout(p)
         self.kv_norms = nn.ModuleList(extra_norms)
 
     def forward(self, x: Tensor, *extra: Tensor) -> Tensor:
         inputs = [self._scaled(self.norm_in(x))]
         inputs += [self._scaled(n(z)) for n, z in zip(self.kv_norms, extra, strict=True)]
-        return self.drop(self.norm_out(self.layer(*inputs)))
+        y = self.drop(self.norm_out(self.layer(*inputs)))
+        return y * self.out_scale if self.out_scale != 1.0 else y
 
     def _scaled(self, h: Tensor) -> Tensor:
         return h * self.in_scale if self.in_scale != 1.0 else h
@@ -76,6 +84,7 @@ class Block(nn.Module):
         slots = PLACEMENTS.get(cfg.placement).slots(cfg, index)
         residual = RESIDUALS.get(cfg.residual)
         scale = NORM_SCALINGS.get(cfg.norm_scaling)(index + 1)  # 1-based block index
+        multiplier = branch_multiplier(cfg)
 
         def norm(filled: bool) -> nn.Module:
             return build_norm(cfg.norm, cfg.d_model, cfg.norm_eps) if filled else nn.Identity()
@@ -83,7 +92,13 @@ class Block(nn.Module):
         def branch(layer: nn.Module, sublayer: int) -> Branch:
             extra = [norm(slots.norm_in) for _ in range(residual.inputs(cfg, sublayer) - 1)]
             return Branch(
-                layer, norm(slots.norm_in), norm(slots.norm_out), cfg.dropout, scale, extra
+                layer,
+                norm(slots.norm_in),
+                norm(slots.norm_out),
+                cfg.dropout,
+                scale,
+                extra,
+                multiplier,
             )
 
         values = ATTENTIONS.get(cfg.attention).values(cfg, index, memory or LayerMemory())
@@ -118,6 +133,7 @@ class DeepTransformer(nn.Module):
         self.head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
         if cfg.tie_embeddings:
             self.head.weight = self.tok_emb.weight
+        self.logit_multiplier = logit_multiplier(cfg)  # muP's 1/m_w on the head's input
         init_weights(self, cfg)
 
     def embed(self, idx: Tensor) -> Tensor:
@@ -133,20 +149,27 @@ class DeepTransformer(nn.Module):
         state = self.stream.begin(self.embed(idx))
         for i, block in enumerate(self.blocks):
             state = self.stream.after_block(block(state), i)
-        return self.head(self.final_norm(self.stream.finish(state)))
+        h = self.final_norm(self.stream.finish(state))
+        return self.head(h * self.logit_multiplier if self.logit_multiplier != 1.0 else h)
 
 
 def init_weights(model: DeepTransformer, cfg: ModelConfig) -> None:
-    """Normal(0, init_std) for linear and embedding weights, zero biases; output projections
+    """Normal(0, init_std) for linear and embedding weights, the sublayers' own at the
+    parametrization's hidden std (``init_std`` under sp), zero biases; output projections
     scaled by 1/sqrt(2*n_layers) when ``scaled_init`` (GPT-2) and no norm scaling; then the
     wiring's own init."""
-    for module in model.modules():
+    hidden = {
+        id(m) for s in model.modules() if isinstance(s, (Attention, MLP)) for m in s.modules()
+    }
+    hidden_std = hidden_init_std(cfg)
+    for module in model.modules():  # one order of draws whatever the stds: bitwise sp at base
         if isinstance(module, (nn.Linear, nn.Embedding)):
-            nn.init.normal_(module.weight, std=cfg.init_std)
+            std = hidden_std if id(module) in hidden else cfg.init_std
+            nn.init.normal_(module.weight, std=std)
         if isinstance(module, nn.Linear) and module.bias is not None:
             nn.init.zeros_(module.bias)
     if cfg.uses_scaled_init:
-        out_std = cfg.init_std / math.sqrt(cfg.n_sublayers)
+        out_std = output_init_std(cfg)
         for module in model.modules():
             if isinstance(module, (Attention, MLP)):
                 nn.init.normal_(module.output_projection().weight, std=out_std)

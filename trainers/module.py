@@ -7,43 +7,19 @@ from typing import Any
 
 import lightning as L
 import torch
-import torch.nn.functional as F
-from torch import Tensor, nn
+from torch import Tensor
 
 from record.schema import Metric
 from trainers.config import RunConfig, TrainConfig, flatten
+from trainers.loss import lm_loss
 from trainers.model import DeepTransformer
+from trainers.optim_groups import group_record, optimizer_groups, param_groups
 
-
-def lm_loss(logits: Tensor, targets: Tensor) -> Tensor:
-    """Mean next-token cross-entropy in nats; targets of -100 carry no loss."""
-    return F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(), ignore_index=-100)
+__all__ = ["LanguageModelModule", "group_record", "lm_loss", "optimizer_groups", "param_groups"]
 
 
 def bits_per_byte(loss: Tensor, bytes_per_token: float) -> Tensor:
     return loss / math.log(2) / bytes_per_token
-
-
-def _no_decay(model: nn.Module) -> set[int]:
-    """Vectors and scalars (norm gains and biases), plus what a module lists in its
-    ``no_weight_decay`` attribute (AttnRes stores its per-site queries and gains as matrices)."""
-    ids = {id(p) for p in model.parameters() if p.ndim < 2}
-    for module in model.modules():
-        for name in getattr(module, "no_weight_decay", ()):
-            ids.add(id(getattr(module, name)))
-    return ids
-
-
-def param_groups(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]:
-    """Weight decay on weight matrices only: decaying norms, biases, gains or AttnRes queries
-    toward zero would change the wiring, not regularize it."""
-    skip = _no_decay(model)
-    decay = [p for p in model.parameters() if id(p) not in skip]
-    rest = [p for p in model.parameters() if id(p) in skip]
-    return [
-        {"params": decay, "weight_decay": weight_decay},
-        {"params": rest, "weight_decay": 0.0},
-    ]
 
 
 def lr_factor(step: int, cfg: TrainConfig) -> float:
@@ -67,6 +43,13 @@ class LanguageModelModule(L.LightningModule):
     def forward(self, idx: Tensor) -> Tensor:
         return self.model(idx)
 
+    def on_train_start(self) -> None:
+        """A parametrized run records its optimizer groups once (sp's two are the rule)."""
+        if self.cfg.model.parametrization == "sp" or self.logger is None:
+            return
+        groups = self.optimizers().optimizer.param_groups  # type: ignore[union-attr]
+        self.logger.log_metrics(group_record(groups, self.cfg.train), step=0)
+
     def training_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> Tensor:
         x, y = batch
         loss = lm_loss(self.model(x), y)
@@ -86,8 +69,7 @@ class LanguageModelModule(L.LightningModule):
     def configure_optimizers(self) -> Any:
         t = self.cfg.train
         fused = {"fused": True} if self.device.type == "cuda" else {}
-        optimizer = torch.optim.AdamW(
-            param_groups(self.model, t.weight_decay), lr=t.lr, betas=(t.beta1, t.beta2), **fused
-        )
+        groups = optimizer_groups(self.model, t)
+        optimizer = torch.optim.AdamW(groups, lr=t.lr, betas=(t.beta1, t.beta2), **fused)
         schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_factor(s, t))
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}

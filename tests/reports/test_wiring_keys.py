@@ -28,6 +28,12 @@ CONTEXT_FIELDS = {
     "norm_eps",
     "init_std",
     "scaled_init",
+    # the parametrization and its base sizes: an arm under CompleteP is compared with the
+    # baseline wiring under CompleteP at the same bases
+    "parametrization",
+    "base_width",
+    "base_depth",
+    "depth_alpha",
 }
 
 

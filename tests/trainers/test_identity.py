@@ -42,6 +42,9 @@ OTHER: dict[str, Any] = {
     "scaled_init": False,
     "norm": "layernorm",
     "norm_eps": 1e-3,
+    "base_width": 8,
+    "base_depth": 1,
+    "depth_alpha": 0.75,
 }
 
 # Every valid (residual, placement, norm scaling) with RMSNorm and rotary positions, and plain
@@ -52,6 +55,11 @@ CELLS = [
     for r, p, n, sc in valid_wirings()
     if n == "rmsnorm"
 ] + [{"residual": "standard", "placement": "pre", "norm_scaling": "none", "pos": "learned"}]
+# Plain pre-norm under each parametrization that scales (the only wiring checked with them).
+CELLS += [
+    {"residual": "standard", "placement": "pre", "norm_scaling": "none", "parametrization": p}
+    for p in ("mup", "depth_mup", "completep")
+]
 
 
 def _forced(model: ModelConfig, name: str, value: Any) -> ModelConfig:
