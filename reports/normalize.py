@@ -28,6 +28,7 @@ import pandas as pd
 
 from record.schema import LEGACY_INFEASIBLE, Metric, Status, Tag
 from reports.outcomes import comparable, configured, with_outcome
+from trainers.config import MODEL_DEFAULTS
 
 FIRST_VERSION = 1  # a run without Tag.SCHEMA_VERSION
 PARAM_PREFIXES = ("model.", "train.", "data.")
@@ -40,15 +41,10 @@ LEGACY_STATUS = {
     "RUNNING": Status.KILLED,  # the driver exited without closing it: interrupted
     "SCHEDULED": Status.KILLED,
 }
-# The value a version-1 record ran for a field it holds none for (the field came later, with
-# this default); LAuReL-LR ran rank 16 and DenseFormer 1x1 before their options existed.
-FIELD_DEFAULTS: dict[str, object] = {
-    "model.norm_scaling": "none",
-    "model.attention": "standard",
-    "model.laurel_rank": 16,
-    "model.dense_dilation": 1,
-    "model.dense_period": 1,
-}
+# The value a record ran for a model field it holds none for: the field came later, and its
+# default is what the model did before it existed (a new field's default changes nothing:
+# LAuReL-LR ran rank 16, DenseFormer 1x1, every run the standard parametrization).
+FIELD_DEFAULTS: dict[str, object] = {f"model.{k}": v for k, v in MODEL_DEFAULTS.items()}
 _UNRECORDED = ("nan", "None")  # a missing value once it has been through str()
 
 
