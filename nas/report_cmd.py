@@ -117,7 +117,7 @@ def run_report(args: argparse.Namespace) -> int:
     document = build_report(data, args.baseline)
     default = Path("nas-reports") / "+".join(dict.fromkeys(name for name, _ in where))
     out = (args.out or default).resolve()
-    written = write_report(document, out, formats, data, args.baseline)
+    written = write_report(document, out, formats)
     if len(where) == 1:
         _log(where[0][1], data, out)
     for path in written:

@@ -32,7 +32,7 @@ def run_spaces(args: argparse.Namespace) -> int:
 
 def _show(space: Any) -> None:
     from nas.campaign import campaign_of
-    from trainers.config import RunConfig
+    from trainers.settings import under_settings
 
     print(f"{space.name} ({space.kind}): {space.description}")
     for name, overrides in space.arms.items():
@@ -40,5 +40,7 @@ def _show(space: Any) -> None:
     for key, dist in space.params.items():
         print(f"  param {key}: {dist.to_data()}")
     print(f"  seeds: {list(space.seeds)}")
-    for line in campaign_of(space, RunConfig()).describe():
+    _, base, _ = under_settings(space.base, ())
+    campaign = campaign_of(space, base)
+    for line in [*campaign.describe(), *campaign.notes]:
         print(f"  {line}")

@@ -35,7 +35,6 @@ from nas.trial import SweepContext
 from record.client import unopenable
 from record.redact import redact
 from record.schema import LR_STAGE_FILE, SKIPPED_FILE, SPACE_FILE, Tag
-from record.stores import check_store
 from trainers.config import flatten
 
 
@@ -122,9 +121,10 @@ def _archive(folder: Path) -> None:
 
 
 def _stored(uri: str, p: Plan) -> StoredSweep | None:
-    """What the store already holds of this sweep (read only); a store that cannot be read is
-    bad input, not a crash."""
-    check_store(uri)
+    """What the store already holds of this sweep (read only; none in a store the sweep's first
+    write creates); a store that cannot be read is bad input, not a crash."""
+    if not p.store_exists:
+        return None
     try:
         return find_sweep(uri, p.name, str(p.folder))
     except Exception as err:  # MLflow raises its own exception types, sqlalchemy's, OSError

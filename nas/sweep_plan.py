@@ -13,14 +13,14 @@ from pathlib import Path
 
 from nas.campaign import Campaign, campaign_of
 from nas.spec import TrialSpec, check_read
+from record.client import writer_store
 from record.redact import redact
 from record.stores import check_store
-from record.uri import resolve_tracking_uri
 from search_spaces import Space, get_space
-from search_spaces.command_line import under_command_line
 from search_spaces.space import Skipped
 from trainers.budget import budgeted
 from trainers.config import RunConfig
+from trainers.settings import under_settings
 
 
 @dataclass(frozen=True)
@@ -56,6 +56,7 @@ class Plan:
     name: str
     storage: Path
     uri: str  # the tracking store, resolved once (a relative SQLite path made absolute)
+    store_exists: bool = True  # False: a SQLite file the sweep's first write creates
 
     @property
     def space(self) -> Space:
@@ -86,7 +87,8 @@ def plan(opts: SweepOptions) -> Plan:
         space = replace(space, seeds=opts.seeds)
     if opts.trials is not None:
         space = replace(space, trials=opts.trials)
-    space, base, flat = under_command_line(space, opts.overrides, opts.max_steps)
+    space_base, base, flat = under_settings(space.base, opts.overrides, opts.max_steps)
+    space = replace(space, base=space_base)
     campaign = campaign_of(space, base)
     if not campaign.total:
         reasons = "; ".join(sorted({s.reason for s in campaign.skipped}))
@@ -121,7 +123,8 @@ def plan(opts: SweepOptions) -> Plan:
         print(line)
     _check_workers(opts.workers_per_trial, base, campaign.specs)
     _check_address(opts.address or os.environ.get("RAY_ADDRESS"))
-    return Plan(campaign, name, storage, resolve_tracking_uri(opts.tracking_uri))
+    store = writer_store(opts.tracking_uri)
+    return Plan(campaign, name, storage, store.uri, store.exists)
 
 
 def _check_workers(workers: int, base: RunConfig, specs: Sequence[TrialSpec]) -> None:

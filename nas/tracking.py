@@ -44,7 +44,6 @@ from record.schema import (
     Status,
     Tag,
 )
-from record.uri import missing_sqlite
 
 
 def config_hash(params: Mapping[str, Any]) -> str:
@@ -138,10 +137,8 @@ class StoredSweep:
 
 
 def find_sweep(uri: str, sweep: str, key: str) -> StoredSweep | None:
-    """The stored sweep, read only; None when the store, the experiment or the parent run is
-    not there yet."""
-    if missing_sqlite(uri):
-        return None
+    """The stored sweep, read only, from a store that exists (a SQLite file that does not would
+    be created by reading it); None when the experiment or the parent run is not there yet."""
     client = _client(uri)
     exp = client.get_experiment_by_name(sweep)
     parents = sweep_parents(client, exp.experiment_id, key) if exp else []

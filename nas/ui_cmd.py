@@ -38,14 +38,13 @@ def ui_command(uri: str, host: str, port: int) -> list[str]:
 
 
 def run_ui(args: argparse.Namespace) -> int:
+    from record.client import writer_store
     from record.redact import redact
-    from record.stores import check_store
-    from record.uri import resolve_tracking_uri
 
     if not 0 < args.port < 65536:
         raise ValueError(f"--port {args.port}: expected 1 to 65535")
-    uri = resolve_tracking_uri(args.tracking_uri)
-    check_store(uri)  # else the server retries a dead database for minutes, or prints a traceback
+    # checked first: else the server retries a dead database for minutes, or prints a traceback
+    uri = writer_store(args.tracking_uri).uri
     base = f"http://{args.host}:{args.port}"
     print(f"MLflow UI for {redact(uri)} at {base} (Ctrl-C stops it)", flush=True)
     for line in sweep_lines(uri, base):

@@ -1,16 +1,36 @@
-"""The one MLflow client set-up, for writer and reader alike, and the reader's open: a client
-on a store that answers, or one line saying why not."""
+"""The one MLflow client set-up, for writer and reader alike; the writer's store, resolved and
+checked once; and the reader's open: a client on a store that answers, or one line saying why
+not."""
 
 from __future__ import annotations
 
 import logging
 import os
+from dataclasses import dataclass
 from typing import Any
 
 from record.errors import first_line
 from record.redact import redact
 from record.stores import check_store
-from record.uri import missing_sqlite
+from record.uri import missing_sqlite, resolve_tracking_uri
+
+
+@dataclass(frozen=True)
+class Store:
+    """A writer's tracking store, resolved and checked once."""
+
+    uri: str  # --tracking-uri, MLFLOW_TRACKING_URI or ./mlflow.db; a relative SQLite path absolute
+    exists: bool  # False: a SQLite file not there yet, which the first write creates
+
+
+def writer_store(cli: str | None) -> Store:
+    """The store a writer records in, resolved from ``--tracking-uri`` (``cli``) and checked:
+    ValueError, one line, when MLflow has no store for its scheme or a PostgreSQL store cannot
+    be reached. A SQLite file that does not exist yet is allowed (nothing is recorded in it
+    until the first write) and said so, so that a reader does not create it by looking."""
+    uri = resolve_tracking_uri(cli)
+    check_store(uri)
+    return Store(uri, not missing_sqlite(uri))
 
 
 def mlflow_client(uri: str) -> Any:

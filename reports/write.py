@@ -31,17 +31,10 @@ FIGURE_DIR = "figures"
 FIGURE_SUFFIXES = (".png", ".pdf")
 
 
-def write_report(
-    doc: Document,
-    out: Path,
-    formats: Sequence[str],
-    data: object = None,
-    baseline: object = None,
-) -> list[Path]:
+def write_report(doc: Document, out: Path, formats: Sequence[str]) -> list[Path]:
     """Write ``report.html``, ``report.md`` (+ ``figures/*.png``), ``report.tex`` (+
     ``figures/*.pdf``) and/or ``trials.csv`` + ``arms.csv`` (the document's data files) as the
-    folder ``out``. ``data`` and ``baseline`` are not read (the document holds its tables); they
-    stay for ``nas report``, which still passes them.
+    folder ``out``: only what ``build_report`` put in the document (its tables included).
 
     Returns the written files (under ``out``). Raises ValueError, one line, when ``out`` cannot be
     created or written, or when it is an existing folder holding something other than a report:

@@ -21,7 +21,7 @@ from search_spaces.distributions import Distribution, from_data
 from search_spaces.lr_stage import LrStage
 from trainers.budget import resolve_budget
 from trainers.config import ModelConfig, RunConfig, to_dict
-from trainers.config_io import from_dict
+from trainers.config_io import from_dict, nest
 from trainers.identity import unread_fields
 
 Kind = Literal["grid", "search"]
@@ -122,18 +122,6 @@ class Skipped:
     arm: str
     point: Mapping[str, Any]
     reason: str
-
-
-def nest(point: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    """``{"model.n_layers": 8}`` -> ``{"model": {"n_layers": 8}}``; unknown keys fail later, in
-    ``from_dict``, with the list of valid fields."""
-    nested: dict[str, dict[str, Any]] = {}
-    for key, value in point.items():
-        section, _, name = key.partition(".")
-        if not name:
-            raise ValueError(f"{key!r}: keys look like <section>.<field>, e.g. model.n_layers")
-        nested.setdefault(section, {})[name] = value
-    return nested
 
 
 def _model_values(base: RunConfig, point: Mapping[str, Any]) -> dict[str, Any]:

@@ -101,3 +101,25 @@ def check_one_length(overrides: Mapping[str, Mapping[str, Any]]) -> None:
             f"{' and '.join(given)}: set exactly one of train.max_steps, train.target_flops, "
             "train.tokens_per_param (a budget derives max_steps)"
         )
+
+
+def under_length(base: Mapping[str, Any], flat: Mapping[str, Any]) -> dict[str, Any]:
+    """A flat base configuration (dotted keys, a space's base) under a run length given on the
+    command line (``--max-steps``, or a ``--set`` of train.max_steps, train.target_flops or
+    train.tokens_per_param): the given length replaces the base's own, so the two never meet in
+    one configuration. When a budget replaces the base's max_steps, the base's warm-up and
+    validation interval are rescaled to the 600-step schedule a budget scales from, so they keep
+    their fraction of the run."""
+    keys = [f"train.{n}" for n in LENGTH_FIELDS]
+    given = [k for k in keys if flat.get(k)]
+    if not given:
+        return dict(base)
+    # A given length the base holds stays there, to be replaced: a trial's key hashes its
+    # point, which holds the space's base, so --max-steps keeps the keys it always made.
+    out = {k: v for k, v in base.items() if k not in keys or k in given}
+    steps = base.get("train.max_steps")
+    if steps and not flat.get("train.max_steps"):
+        for key in ("train.warmup_steps", "train.val_every"):
+            if key in out:
+                out[key] = max(1 if out[key] else 0, round(out[key] * REFERENCE_STEPS / steps))
+    return out

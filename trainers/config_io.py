@@ -99,6 +99,18 @@ def from_dict(data: Mapping[str, Any], base: RunConfig | None = None) -> RunConf
     return RunConfig(**{s: cls(**merged[s]) for s, cls in SECTIONS.items()})
 
 
+def nest(flat: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """``{"model.n_layers": 8}`` -> ``{"model": {"n_layers": 8}}``; unknown keys fail later, in
+    ``from_dict``, with the list of valid fields."""
+    nested: dict[str, dict[str, Any]] = {}
+    for key, value in flat.items():
+        section, _, name = key.partition(".")
+        if not name:
+            raise ValueError(f"{key!r}: keys look like <section>.<field>, e.g. model.n_layers")
+        nested.setdefault(section, {})[name] = value
+    return nested
+
+
 def parse_overrides(pairs: Iterable[str]) -> dict[str, dict[str, Any]]:
     """``["model.n_layers=32", ...]`` to a nested dict of typed values."""
     nested: dict[str, dict[str, Any]] = {}

@@ -20,9 +20,9 @@ from typing import Any
 from nas.spec import grid_specs, proposal_identity, search_spec
 from search_spaces import BUILTIN, Space
 from search_spaces.distributions import Choice, FloatRange, IntRange
-from search_spaces.space import grid_cells, nest
+from search_spaces.space import grid_cells
 from trainers.config import flatten
-from trainers.config_io import from_dict
+from trainers.config_io import from_dict, nest
 
 DATA = Path(__file__).parent / "data" / "builtin_keys.json"
 OLD_RECORDS = Path(__file__).parent / "data" / "old_records.json"

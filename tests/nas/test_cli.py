@@ -151,6 +151,23 @@ def test_spaces_lists_and_shows(capsys: pytest.CaptureFixture[str]) -> None:
     assert "no such space" in capsys.readouterr().err
 
 
+def test_spaces_says_which_cells_are_one_model(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`nas spaces FILE` counts a grid whose cells differ only in a field their model does not
+    read as one model and says so, as the sweep would run it."""
+    space = tmp_path / "space.yaml"
+    space.write_text(
+        "name: collapse\nbase: {model.d_model: 32, model.n_heads: 2}\n"
+        "arms: {standard: {model.residual: standard}, hyper: {model.residual: hyper}}\n"
+        "params: {model.hc_streams: {choice: [2, 4]}}\n"
+    )
+    assert main(["spaces", str(space)]) == 0
+    out = capsys.readouterr().out
+    assert "3 trials (3 configurations x 1 seeds)" in out
+    assert "standard × hc_streams 2, 4: one model, run once" in out
+
+
 @pytest.mark.slow  # starts an MLflow server
 def test_ui_serves_the_store_on_loopback(tmp_path: Path) -> None:
     """`nas ui` starts a real MLflow UI on 127.0.0.1 that answers for the given store; SIGINT

@@ -45,7 +45,7 @@ def report_files(folder: Path, sweep: str = "smoke") -> dict[str, str]:
     uri = unpack(folder / "store")
     data = merge_sweeps([select_plan(load_sweep(uri, sweep), "all")])
     out = folder / "report"
-    write_report(build_report(data), out, ["md", "csv"], data, None)
+    write_report(build_report(data), out, ["md", "csv"])
     return {
         name: (out / name).read_text().replace(str(folder / "store"), SHOWN_STORE) for name in FILES
     }
