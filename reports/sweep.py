@@ -107,6 +107,7 @@ class SweepData:
     view: TrialView = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        from reports.normalize import normalize, stage_keys  # pandas: not for --help
+        from reports.normalize import normalize, stage_keys, tuned_keys  # pandas: not for --help
 
-        object.__setattr__(self, "view", normalize(self.trials, stage_keys(self.lr_stage)))
+        view = normalize(self.trials, stage_keys(self.lr_stage), tuned_keys(self.space))
+        object.__setattr__(self, "view", view)
