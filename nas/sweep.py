@@ -22,6 +22,7 @@ from pathlib import Path
 from nas.checkpoints import latest_checkpoints, prune
 from nas.exits import Exit
 from nas.outbox import JOURNAL_FOLDER
+from nas.sweep_coordcheck import record_coordchecks
 from nas.sweep_open import begin, context, log_progress
 from nas.sweep_plan import Plan, SweepOptions, plan
 from nas.tracking import (
@@ -133,6 +134,7 @@ def _run(
     summary: dict[str, float] = {}
     status = "FAILED"
     try:
+        record_coordchecks(record, p)  # a parametrization other than sp: its check, once
         p, repeats = _fit(opts, p, ctx, record, recorded, seen)
         summary, status = _finish(p, uri, record, repeats)
     except KeyboardInterrupt:  # before or after Tune's own handler

@@ -220,6 +220,11 @@ LR_STAGE_FILE = "lr_stage.json"
 # In the point of a learning-rate stage's trial (hashed into its key, never applied): the
 # marker that keeps it apart from the final-stage trial of the same arm, value and seed
 STAGE_POINT_KEY = "nas.stage"
+# A sweep that trains a parametrization other than sp: the coord check of each model it trains
+# (``nas.sweep_coordcheck``), one table per check (``coordcheck/<name>.csv``, the columns of
+# ``trainers.coordcheck_table``) and an index (JSON) saying what each checked
+COORDCHECK_FOLDER = "coordcheck"
+COORDCHECK_INDEX = f"{COORDCHECK_FOLDER}/checks.json"
 REPORT_FOLDER = "report"  # the written report (nas report)
 # Artifacts on a trial run.
 PROFILE_FOLDER = "dilution"  # the dilution profiles: step-NNNNNN.json (+ the last one's PNG)

@@ -98,9 +98,12 @@ def partitions(trials: pd.DataFrame) -> dict[str, tuple[int, ...]]:
 # wirings at one budget and is not part of the context an arm is compared in.
 
 
-def context_keys(trials: pd.DataFrame) -> list[str]:
+def context_keys(trials: pd.DataFrame, tuned: tuple[str, ...] = ()) -> list[str]:
+    """The varied keys an arm is compared with its baseline within: all but the wiring's, the
+    lengths a budget derived, and a search's settings tuned per arm (each arm at its own best)."""
     derived = DERIVED_KEYS if _all_budgeted(trials) else ()
-    return [k for k in varied_axes(trials) if k not in WIRING_KEYS and k not in derived]
+    skip = {*WIRING_KEYS, *derived, *tuned}
+    return [k for k in varied_axes(trials) if k not in skip]
 
 
 def _all_budgeted(trials: pd.DataFrame) -> bool:
@@ -132,16 +135,19 @@ def wiring_names(arm: str, row: pd.Series, context: list[str]) -> set[str]:
     return {name for name in ("/".join(kept), wiring_label(row)) if name}
 
 
-def baselines(trials: pd.DataFrame, override: str | None = None) -> dict[str, str | None]:
+def baselines(
+    trials: pd.DataFrame, override: str | None = None, tuned: tuple[str, ...] = ()
+) -> dict[str, str | None]:
     """arm -> its baseline arm, or None where its context has none. Without ``override``: the
     standard/pre arm with the same context values (depth, width...). ``override`` naming an arm:
     that arm for every arm. ``override`` naming a wiring (``wiring_names``): the arm of that
     wiring in each arm's context, so ``standard`` compares every depth with standard at that
-    depth."""
+    depth. ``tuned``: a search's settings tuned per arm, which an arm and its baseline may
+    differ in."""
     arms = trials.drop_duplicates("arm").set_index("arm")
     if override is not None and override in arms.index:
         return {str(arm): override for arm in arms.index}
-    context = context_keys(trials)
+    context = context_keys(trials, tuned)
     if override is None:
         candidates = [str(arm) for arm, row in arms.iterrows() if is_baseline(row)]
     else:
@@ -234,7 +240,7 @@ def arm_rows(view: TrialView, override: str | None = None) -> list[ArmRow]:
     labelled = view.configured
     if labelled.empty:
         return []
-    base_of = baselines(labelled, override)
+    base_of = baselines(labelled, override, view.tuned)
     groups = {str(arm): g for arm, g in labelled.groupby("arm")}
     finished = {str(arm): g for arm, g in view.comparable.groupby("arm")}
     done = {arm: finished.get(arm, g.iloc[:0]) for arm, g in groups.items()}
@@ -275,7 +281,7 @@ def axis_effect(view: TrialView, axis: str, metric: str = Metric.FINAL_VAL_LOSS)
     kept = ran.index.isin(view.comparable.index)
     values = ran[metric] if metric in ran else pd.Series(math.nan, index=ran.index)
     cells = ran.assign(_value=values.where(kept), _diverged=diverged(ran).astype(int))
-    others = [k for k in varied_axes(ran) if k != axis]
+    others = [k for k in varied_axes(ran) if k != axis and k not in view.tuned]
     grouped = cells.groupby([*others, axis], dropna=False)
     frames = {
         "loss": grouped["_value"].mean(),

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import io
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,6 +19,7 @@ from reports.ablation import DEPTH_KEY, wiring_label
 from reports.normalize import TrialView
 from reports.outcomes import diverged
 from reports.stats import mean_ci
+from trainers.coordcheck_table import Axis, draw
 
 MAX_LINES = 10  # beyond this a line plot is unreadable; the tables carry the rest
 
@@ -359,3 +360,9 @@ def iso_flop(curves: dict[tuple[float, str], dict[int, np.ndarray]]) -> Image | 
     if not curves or len(curves) > MAX_LINES:
         return None
     return _image(draw_iso_flop(curves))
+
+
+def coordcheck(table: Sequence[Mapping[str, float]], axis: Axis, title: str) -> Image:
+    """A recorded coord check's figure (``trainers.coordcheck_table.draw``: the one drawing
+    ``nas coordcheck`` writes too)."""
+    return _image(draw(table, axis, title))

@@ -17,6 +17,7 @@ import pandas as pd
 from record.read import RecordedRun, live_sweep
 from record.schema import (
     BEST_VAL_LOSS,
+    COORDCHECK_INDEX,
     LR_STAGE_FILE,
     PLANS_FOLDER,
     PROFILE_FOLDER,
@@ -26,7 +27,7 @@ from record.schema import (
     Tag,
 )
 from reports.normalize import trial_reason, trial_seed, trial_status
-from reports.sweep import TRIAL_COLUMNS, SweepData
+from reports.sweep import TRIAL_COLUMNS, RecordedCoordCheck, SweepData
 
 CURVE_METRICS = (Metric.VAL_LOSS, Metric.VAL_BPB)
 # Reading a sweep of hundreds of trials: run ids per bulk metric query (SQLite builds before
@@ -71,6 +72,7 @@ def load_sweep(uri: str, name: str) -> SweepData:
         plans=[plan for found in plans.values() for plan in found],
         superseded=len(every) - len(parents),
         lr_stage=_yaml_artifact(latest, LR_STAGE_FILE),
+        coordchecks=_coordchecks(latest),
     )
 
 
@@ -252,6 +254,34 @@ def _yaml_artifact(repo: Any, name: str) -> Any:
         except Exception:  # MLflow raises its own or OSError for a missing artifact
             return None
         return yaml.safe_load(Path(path).read_text())
+
+
+def _coordchecks(repo: Any) -> tuple[RecordedCoordCheck, ...]:
+    """The coord checks the sweep recorded on its parent run (its artifact ``repo``), each with
+    its table; none for a sweep that recorded none."""
+    from trainers.coordcheck_table import from_csv
+
+    text = _text_artifact(repo, COORDCHECK_INDEX)
+    index = json.loads(text) if text else []  # JSON, not YAML: YAML reads 1e-05 as a string
+    out = []
+    for entry in index:
+        text = _text_artifact(repo, entry["file"]) if "file" in entry else None
+        try:
+            table = tuple(from_csv(text)) if text else None
+        except ValueError:  # a table this version cannot read: shown as not readable
+            table = None
+        out.append(RecordedCoordCheck(entry, table))
+    return tuple(out)
+
+
+def _text_artifact(repo: Any, name: str) -> str | None:
+    """A text file on a run (its artifact ``repo``); None where there is none."""
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            path = repo.download_artifacts(name, tmp)
+        except Exception:  # MLflow raises its own or OSError for a missing artifact
+            return None
+        return Path(path).read_text()
 
 
 def _last_profile(repo: Any) -> dict[str, Any] | None:

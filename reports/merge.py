@@ -80,6 +80,8 @@ def merge_sweeps(datas: Sequence[SweepData]) -> SweepData:
         superseded=sum(d.superseded for d in datas),
         sweeps=tuple(dict.fromkeys(labels)),
         lr_stage=_merged_stage([d.lr_stage for d in datas if d.lr_stage]),
+        # each check once (a check's name is a hash of what it checked)
+        coordchecks=tuple({c.name: c for d in datas for c in d.coordchecks}.values()),
     )
 
 

@@ -20,7 +20,7 @@ read from one trial (``recorded``).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -108,25 +108,25 @@ def varied_axes(trials: pd.DataFrame) -> list[str]:
     return [k for k in keys if trials[k].astype(str).nunique() > 1]
 
 
-def with_arms(trials: pd.DataFrame) -> pd.DataFrame:
-    """An ``arm`` for every trial: the configuration without its seed. Grid trials carry their
-    arm's name; search trials (and a merge's trials whose name was ambiguous) are named by their
-    varied values, the axes taken over the trials with a full configuration (an infeasible one
-    holds only its point). The whole frame is labelled before anything is selected from it, so
-    that every part of a report names an arm alike."""
+def label_of(row: Mapping[str, Any], keys: Sequence[str]) -> str:
+    """``field=value`` of each of ``keys``, joined by "/": how a search trial's arm is named by
+    its varied values (``search_spaces.space.arm_label``'s form)."""
+    return "/".join(f"{k.split('.')[-1]}={row.get(k)}" for k in keys)
+
+
+def with_arms(trials: pd.DataFrame, tuned: Sequence[str] = ()) -> pd.DataFrame:
+    """An ``arm`` for every trial: the configuration without its seed (and without a search's
+    ``tuned`` settings, ``tuned_keys``). Grid trials carry their arm's name; search trials (and
+    a merge's trials whose name was ambiguous) are named by their varied values, the axes taken
+    over the trials with a full configuration (an infeasible one holds only its point). The
+    whole frame is labelled before anything is selected from it, so that every part of a report
+    names an arm alike."""
     if trials.empty:
         return trials.assign(arm=pd.Series(dtype=str))
     full = configured(trials)
-    axes = varied_axes(full if len(full) else trials)
+    axes = [k for k in varied_axes(full if len(full) else trials) if k not in tuned]
     out = trials.copy()
-    derived = (
-        out[axes]
-        .astype(str)
-        .apply(
-            lambda row: "/".join(f"{k.split('.')[-1]}={v}" for k, v in row.items()) or "base",
-            axis=1,
-        )
-    )
+    derived = out[axes].astype(str).apply(lambda row: label_of(row, axes) or "base", axis=1)
     unnamed = out["arm"].isin(["", "search"])
     out.loc[unnamed, "arm"] = derived[unnamed]
     return out
@@ -163,12 +163,69 @@ def stage_keys(state: Mapping[str, Any] | None) -> dict[str, tuple[str, float]]:
     }
 
 
+# A search's sampled training settings (learning rate, warm-up, weight decay...): tuned per arm,
+# so that an arm is its configuration without them and is compared at its best point. Its
+# sampled model and data fields make the arms and their contexts.
+TUNED_PREFIX = "train."
+
+
+def tuned_keys(space: Mapping[str, Any] | None) -> tuple[str, ...]:
+    """The settings a search tunes per arm (its sampled ``train.*`` parameters, in order);
+    none for a grid (a tuned grid's learning-rate stage is ``stage_keys``')."""
+    if (space or {}).get("kind") != "search":
+        return ()
+    params = (space or {}).get("params") or {}
+    return tuple(sorted(k for k in params if str(k).startswith(TUNED_PREFIX)))
+
+
+def point_of(row: Mapping[str, Any], tuned: Sequence[str]) -> tuple[str, ...]:
+    """A trial's tuned values, as text (how a frame's floats and MLflow's strings compare)."""
+    return tuple(str(row.get(k)) for k in tuned)
+
+
+def best_points(trials: pd.DataFrame, tuned: Sequence[str]) -> dict[str, tuple[str, ...]]:
+    """Each arm's best point (``point_of``) over its trials that trained to an outcome: the
+    lowest mean final validation loss over the point's seeds, a seed that did not finish
+    counting as inf (``search_spaces.lr_stage.lowest_mean``, the learning-rate stage's rule);
+    an arm none of whose points finished every seed has none."""
+    from search_spaces.lr_stage import lowest_mean  # torch-free; not loaded for --help
+
+    ran = with_outcome(trials)
+    out = {}
+    for arm, group in ran.groupby("arm", sort=True):
+        losses: dict[tuple[str, ...], list[float]] = {}
+        for _, row in group.sort_values(list(tuned), kind="stable").iterrows():
+            finished = row["status"] == Status.FINISHED
+            loss = float(row.get(Metric.FINAL_VAL_LOSS, math.inf)) if finished else math.inf
+            losses.setdefault(point_of(row, tuned), []).append(loss)
+        best = lowest_mean(losses)
+        if best is not None:
+            out[str(arm)] = best
+    return out
+
+
+def _at_best(
+    trials: pd.DataFrame, best: Mapping[str, tuple[str, ...]], tuned: Sequence[str]
+) -> pd.Series:
+    """Which trials sit at their arm's best point (True for every trial of an arm with none)."""
+    return pd.Series(
+        [
+            str(row["arm"]) not in best or point_of(row, tuned) == best[str(row["arm"])]
+            for _, row in trials.iterrows()
+        ],
+        index=trials.index,
+        dtype=bool,
+    )
+
+
 @dataclass(frozen=True)
 class TrialView:
     """A sweep's trials as every section reads them. Each frame keeps the record's index and
     columns (nothing is filled into them), with each trial's arm labelled. A tuned grid's
     learning-rate stage trials are in ``labelled`` and ``stage`` only: the comparison's frames
-    hold the trials at each arm's chosen value."""
+    hold the trials at each arm's chosen value. Likewise a search's with settings tuned per arm
+    (``tuned``): the comparison's frames hold each arm's trials at its best point, ``labelled``
+    and ``sampled`` every point's."""
 
     labelled: pd.DataFrame
     """Every trial, its arm labelled (``with_arms``)."""
@@ -183,27 +240,47 @@ class TrialView:
     stage: pd.DataFrame = field(default_factory=pd.DataFrame)
     """A tuned grid's learning-rate stage trials, labelled, with the arm each tunes
     (``stage_arm``) and the value it trained (``stage_value``); empty for any other sweep."""
+    tuned: tuple[str, ...] = ()
+    """A search's settings tuned per arm (``tuned_keys``): the comparison's frames hold each
+    arm's trials at its best point (``best_points``) only; empty for any other sweep."""
+    sampled: pd.DataFrame = field(default_factory=pd.DataFrame)
+    """The comparable trials at every point a search sampled (``comparable`` before each
+    arm's best point is selected): what the search section reads."""
 
 
-def normalize(trials: pd.DataFrame, stage: StageKeys | None = None) -> TrialView:
+def normalize(
+    trials: pd.DataFrame, stage: StageKeys | None = None, tuned: Sequence[str] = ()
+) -> TrialView:
     """The view of a sweep's recorded trial frame (``SweepData.trials``) every section reads;
-    ``stage``: its learning-rate stage's trials (``stage_keys``), left out of the comparison."""
-    labelled = with_arms(trials)
+    ``stage``: its learning-rate stage's trials (``stage_keys``), left out of the comparison;
+    ``tuned``: a search's settings tuned per arm (``tuned_keys``), the comparison taking each
+    arm at its best point."""
+    labelled = with_arms(trials, tuned)
     stage = stage or {}
     in_stage = labelled["key"].isin(list(stage)) if "key" in labelled else None
     compared = labelled if in_stage is None else labelled[~in_stage]
-    tuned = labelled.iloc[0:0] if in_stage is None else labelled[in_stage]
-    tuned = tuned.assign(
+    sampled = comparable(compared)
+    best: Mapping[str, tuple[str, ...]] = {}
+    if tuned and not compared.empty:
+        best = best_points(configured(compared), tuned)
+        compared = compared[_at_best(compared, best, tuned)]
+    staged = labelled.iloc[0:0] if in_stage is None else labelled[in_stage]
+    staged = staged.assign(
         **{
-            STAGE_ARM: [stage[k][0] for k in tuned.get("key", [])],
-            STAGE_VALUE: [stage[k][1] for k in tuned.get("key", [])],
+            STAGE_ARM: [stage[k][0] for k in staged.get("key", [])],
+            STAGE_VALUE: [stage[k][1] for k in staged.get("key", [])],
         }
     )
+    done = comparable(compared)
+    if tuned and not done.empty:  # an arm with no best point has nothing to compare
+        done = done[done["arm"].isin(list(best))]
     return TrialView(
         labelled=labelled,
         configured=configured(compared),
-        comparable=comparable(compared),
+        comparable=done,
         outcome=with_outcome(compared),
         step_ms=step_ms(labelled),
-        stage=tuned,
+        stage=staged,
+        tuned=tuple(tuned),
+        sampled=sampled,
     )

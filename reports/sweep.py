@@ -6,6 +6,7 @@ is built), so that the ``nas report`` parser can read ``PLAN_CHOICES`` for its `
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
@@ -40,6 +41,21 @@ TRIAL_COLUMNS = (
 
 
 @dataclass(frozen=True)
+class RecordedCoordCheck:
+    """One coord check a sweep recorded (``nas.sweep_coordcheck``): what it checked, as its
+    index entry holds it (axis, sizes, steps, seeds, lr, the model's ``model.*`` fields, and
+    ``error`` where the model's base sizes were refused), and its table
+    (``trainers.coordcheck_table``), None where it was not run or its file cannot be read."""
+
+    entry: Mapping[str, Any]
+    table: tuple[Mapping[str, float], ...] | None
+
+    @property
+    def name(self) -> str:
+        return str(self.entry.get("name", ""))
+
+
+@dataclass(frozen=True)
 class SweepData:
     """One sweep as read from the store, without the trials of parent runs that ``nas sweep
     --restart`` archived (tag ``nas.superseded``).
@@ -64,6 +80,8 @@ class SweepData:
       ``trials`` and ``parents`` then have a ``sweep`` column; empty for one sweep
     - ``lr_stage``: a tuned grid's learning-rate stage as the sweep recorded it (its field,
       grid, seeds, and per arm the stage's keys by value and the choice); None for other sweeps
+    - ``coordchecks``: the coord checks a sweep under a parametrization other than sp recorded
+      for the models it trains (``RecordedCoordCheck``); empty for any other sweep
     - ``view`` (derived, not given): the trials as the sections read them, every arm labelled
       and the trials each section counts selected once (``reports.normalize.TrialView``).
       Built with the object, so a ``dataclasses.replace`` of ``trials`` (a plan selected, a
@@ -85,9 +103,11 @@ class SweepData:
     sweeps: tuple[str, ...] = ()
     # a tuned grid's learning-rate stage as recorded (``LR_STAGE_FILE``); None for other sweeps
     lr_stage: dict[str, Any] | None = None
+    coordchecks: tuple[RecordedCoordCheck, ...] = ()
     view: TrialView = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        from reports.normalize import normalize, stage_keys  # pandas: not for --help
+        from reports.normalize import normalize, stage_keys, tuned_keys  # pandas: not for --help
 
-        object.__setattr__(self, "view", normalize(self.trials, stage_keys(self.lr_stage)))
+        view = normalize(self.trials, stage_keys(self.lr_stage), tuned_keys(self.space))
+        object.__setattr__(self, "view", view)

@@ -17,13 +17,14 @@ import math
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 MIN_POINTS = 3  # a best point inside the grid needs a point either side of it
 # A basin whose best and worst points differ by no more than this (final validation loss, nats)
 # or by no more than the seed noise, whichever is larger, is flat: the choice is noise.
 FLAT_NATS = 0.01
 OPTIONS = ("points", "seeds")
+K = TypeVar("K")
 
 
 @dataclass(frozen=True)
@@ -153,9 +154,9 @@ def choose(losses: Mapping[float, Sequence[float]], flat_nats: float = FLAT_NATS
     (the largest standard deviation across seeds at one value)."""
     curve = {v: _mean(ls) for v, ls in sorted(losses.items())}
     finite = {v: m for v, m in curve.items() if math.isfinite(m)}
-    if not finite:
+    best = lowest_mean(dict(sorted(losses.items())))
+    if best is None:
         return None
-    best = min(finite, key=lambda v: finite[v])
     warnings = []
     if best in (min(curve), max(curve)):
         side = "lowest" if best == min(curve) else "highest"
@@ -168,6 +169,16 @@ def choose(losses: Mapping[float, Sequence[float]], flat_nats: float = FLAT_NATS
             f"{'the seed noise' if noise > flat_nats else f'{flat_nats} nats'}; the choice is noise"
         )
     return Choice(best, curve, tuple(warnings))
+
+
+def lowest_mean(losses: Mapping[K, Sequence[float]]) -> K | None:
+    """The key whose losses (each seed's final validation loss, inf for a seed that did not
+    finish) have the lowest mean, a key with an unfinished seed never chosen; None where no key
+    has every seed finished. Ties: the first in ``losses``' order. The rule of the
+    learning-rate stage, and of a search report's arms at their best points."""
+    means = {k: _mean(ls) for k, ls in losses.items()}
+    finite = {k: m for k, m in means.items() if math.isfinite(m)}
+    return min(finite, key=finite.__getitem__) if finite else None
 
 
 def _mean(losses: Sequence[float]) -> float:

@@ -6,8 +6,9 @@ or shrinks as a power of the size, which ``slopes`` measures and ``verdict`` jud
 
 The steps are the run's own optimizer (``trainers.module.optimizer_groups``: the
 parametrization's groups) at a constant learning rate, so the check tests exactly what a
-sweep trains. The table, the figure and the verdict's wording are this module's; the command
-is ``nas coordcheck``.
+sweep trains. The table's seeds' means are made here; what is read from a table (ratios,
+slopes, the verdict, the Markdown, the figure) is the torch-free ``trainers.coordcheck_table``'s,
+which a report reads a recorded table with. The command is ``nas coordcheck``.
 """
 
 from __future__ import annotations
@@ -17,31 +18,25 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
 import torch
 from torch import Tensor, nn
 from torch.utils.hooks import RemovableHandle
 
+from trainers import coordcheck_table as table
 from trainers.config import ModelConfig, TrainConfig
 from trainers.layers import MLP, Attention
 from trainers.loss import lm_loss
 from trainers.model import DeepTransformer
 from trainers.optim_groups import optimizer_groups
 
-Axis = Literal["width", "depth"]
-# The module classes measured, in the table's order: the token embedding's output, every
-# attention's logits (q·k times its scale, causal positions) and output and every MLP's output
-# (before the residual multiplier; means over blocks), the stream the final norm reads (the last
-# block's output), and the logits. The attention logits are what a missing 1/d_head shows in.
-CLASSES = ("embedding", "attention_logits", "attention_out", "mlp_out", "stream", "logits")
-# A class's update "stays flat" when it varies as size^s with s in this band over the sizes
-# checked. Growth is what a wrong rule shows (sp across widths: s >= +0.75 for every class but
-# the embedding; sp across depths, the stream: +0.9 to +1.0; muP without its 1/d_head, the
-# attention logits: +0.3); muP's own updates shrink a little at CPU widths (s down to -0.21,
-# its finite-width approach to the limit), a lazy (NTK-like) one as -0.5. Measured at the
-# tests' and the command's defaults (docs/variants.md, tests/trainers/test_coordcheck.py).
-FLAT = (-0.35, 0.2)
+# The table's vocabulary and what is read from it (classes, band, slopes, verdict) are the
+# torch-free ``trainers.coordcheck_table``'s, so that a report judges a recorded table alike.
+Axis = table.Axis
+Kind = table.Kind
+CLASSES = table.CLASSES
+FLAT = table.FLAT
+judged = table.judged
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -215,9 +210,6 @@ def run(check: CoordCheck) -> list[Row]:
     return rows
 
 
-Kind = Literal["values", "deltas"]
-
-
 def means(rows: Sequence[Row], step: int, kind: Kind = "values") -> dict[str, dict[int, float]]:
     """Class -> size -> the seeds' mean at one step (of the activations or their changes)."""
     out: dict[str, dict[int, float]] = {c: {} for c in CLASSES}
@@ -229,42 +221,20 @@ def means(rows: Sequence[Row], step: int, kind: Kind = "values") -> dict[str, di
 
 
 def ratios(rows: Sequence[Row], kind: Kind = "deltas") -> dict[str, float]:
-    """Class -> its size at the largest size over its size at the smallest, at the last step:
-    microsoft/mup's CoordCheckCase quantity (of the change since init by default)."""
-    last = max(r.step for r in rows)
-    out = {}
-    for c, by_size in means(rows, last, kind).items():
-        sizes = sorted(by_size)
-        out[c] = by_size[sizes[-1]] / by_size[sizes[0]]
-    return out
+    """Class -> its size at the largest size over its size at the smallest, at the last step
+    (``trainers.coordcheck_table.ratios`` of the seeds' means)."""
+    return table.ratios(table_rows(rows), kind)
 
 
 def slopes(rows: Sequence[Row], kind: Kind = "deltas") -> dict[str, float]:
-    """Class -> the exponent s of size^s, from the ratio: log(ratio) / log(largest/smallest)."""
-    sizes = sorted({r.size for r in rows})
-    span = math.log(sizes[-1] / sizes[0])
-    return {c: math.log(r) / span for c, r in ratios(rows, kind).items()}
-
-
-def judged(axis: Axis) -> tuple[str, ...]:
-    """The classes the verdict reads: every one across widths; across depths the embedding,
-    the stream and the logits, since a sublayer's own output is meant to scale with depth under
-    Depth-muP (its lr shrinks as m_L^-1/2) and only the stream it adds to must stay flat."""
-    if axis == "width":
-        return CLASSES
-    return ("embedding", "stream", "logits")
+    """Class -> the exponent s of size^s (``trainers.coordcheck_table.slopes``)."""
+    return table.slopes(table_rows(rows), kind)
 
 
 def verdict(rows: Sequence[Row], axis: Axis, flat: tuple[float, float] = FLAT) -> tuple[bool, str]:
-    """Whether every judged class's change since init, at the last step, stays flat (its
-    slope within ``flat``), and one line naming those that do not."""
-    s, (low, high) = slopes(rows), flat
-    band = f"{axis}^{low:+.2f} to {axis}^{high:+.2f}"
-    bad = {c: s[c] for c in judged(axis) if not low <= s[c] <= high}
-    if not bad:
-        return True, f"pass: every module class's update stays within {band}"
-    off = ", ".join(f"{c} ~ {axis}^{v:+.2f}" for c, v in bad.items())
-    return False, f"fail: {off} (flat is {band})"
+    """Whether every judged class's update stays flat, and one line naming those that do not
+    (``trainers.coordcheck_table.verdict`` of the seeds' means)."""
+    return table.verdict(table_rows(rows), axis, flat)
 
 
 def table_rows(rows: Sequence[Row]) -> list[dict[str, float | int]]:
@@ -276,68 +246,21 @@ def table_rows(rows: Sequence[Row]) -> list[dict[str, float | int]]:
         for size in sorted({r.size for r in rows}):
             row: dict[str, float | int] = {"size": size, "step": step}
             row |= {c: values[c][size] for c in CLASSES}
-            row |= {f"{c}_delta": deltas[c][size] for c in CLASSES}
+            row |= {table.column(c, "deltas"): deltas[c][size] for c in CLASSES}
             out.append(row)
     return out
 
 
 def write_csv(rows: Sequence[Row], path: Path) -> None:
-    import csv
-
-    table = table_rows(rows)
-    with path.open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(table[0]))
-        writer.writeheader()
-        writer.writerows(table)
+    path.write_text(table.to_csv(table_rows(rows)))
 
 
 def markdown(rows: Sequence[Row], axis: Axis) -> str:
-    """The last step's mean |change since init| per size, each class's ratio and slope, and
-    the activations' ratio."""
-    last = max(r.step for r in rows)
-    by_class = means(rows, last, "deltas")
-    sizes = sorted({r.size for r in rows})
-    lines = [
-        f"Mean |change since init| after {last} steps (seeds' mean); ratio: largest {axis} "
-        "over smallest; slope: the exponent of that ratio.",
-        "",
-        f"| {axis} | " + " | ".join(CLASSES) + " |",
-        "| --- " * (len(CLASSES) + 1) + "|",
-    ]
-    for size in sizes:
-        cells = " | ".join(f"{by_class[c][size]:.4g}" for c in CLASSES)
-        lines.append(f"| {size} | {cells} |")
-    r, s, a = ratios(rows), slopes(rows), ratios(rows, "values")
-    lines.append("| ratio | " + " | ".join(f"{r[c]:.3g}" for c in CLASSES) + " |")
-    lines.append("| slope | " + " | ".join(f"{s[c]:+.2f}" for c in CLASSES) + " |")
-    lines.append("| activation ratio | " + " | ".join(f"{a[c]:.3g}" for c in CLASSES) + " |")
-    return "\n".join(lines)
+    """The last step's update per size, each class's ratio and slope, and the activations'
+    ratio (``trainers.coordcheck_table.markdown``)."""
+    return table.markdown(table_rows(rows), axis)
 
 
 def write_figure(rows: Sequence[Row], axis: Axis, path: Path, title: str) -> None:
-    """microsoft/mup's coord-check plot: one panel per step of the mean |activation|, then
-    the change since init at the last step; log-log, a line per class."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    steps = sorted({r.step for r in rows})
-    panels: list[tuple[str, dict[str, dict[int, float]]]] = [
-        (f"step {t}", means(rows, t)) for t in steps
-    ]
-    panels.append((f"change since init, step {steps[-1]}", means(rows, steps[-1], "deltas")))
-    fig, axes = plt.subplots(1, len(panels), figsize=(2.8 * len(panels), 3), squeeze=False)
-    for ax, (name, data) in zip(axes[0], panels, strict=True):
-        for c, by_size in data.items():
-            ax.plot(list(by_size), list(by_size.values()), marker="o", label=c)
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
-        ax.set_title(name, fontsize=8)
-        ax.set_xlabel(axis)
-    axes[0][0].set_ylabel("mean |activation|")
-    axes[0][0].legend(fontsize=6)
-    fig.suptitle(title, fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    """microsoft/mup's coord-check plot (``trainers.coordcheck_table.draw``) as a PNG."""
+    table.draw(table_rows(rows), axis, title).savefig(path, dpi=100)

@@ -6,6 +6,7 @@ trials that did not finish, a published effect that does not appear)."""
 from __future__ import annotations
 
 from reports.sections.budget import budget_section
+from reports.sections.coordcheck import coordcheck_section
 from reports.sections.cost import cost_section
 from reports.sections.effects import axis_effects
 from reports.sections.lr_stage import lr_section
@@ -20,6 +21,7 @@ __all__ = [
     "axis_effects",
     "budget_section",
     "compute_section",
+    "coordcheck_section",
     "cost_section",
     "figure_section",
     "lr_section",

@@ -15,7 +15,8 @@ from reports.sweep import SweepData
 
 def axis_effects(data: SweepData) -> Section | None:
     ran = data.view.outcome
-    axes = varied_axes(ran) if not ran.empty else []
+    # a search's settings tuned per arm vary with each arm's best point: not an axis here
+    axes = [k for k in varied_axes(ran) if k not in data.view.tuned] if not ran.empty else []
     if not axes:
         return None
     blocks: list[Any] = [

@@ -13,6 +13,7 @@ from reports.ablation import ArmRow, arm_rows, partitions
 from reports.document import Paragraph, Section, Table
 from reports.merge import SOURCES_SEP, SWEEP_COLUMN, sweeps_holding
 from reports.outcomes import describe
+from reports.sections.best_points import best_point_blocks
 from reports.sections.cells import fmt, fmt_ci, fmt_diff
 from reports.stats import Interval
 from reports.sweep import SweepData
@@ -55,7 +56,7 @@ def main_table(data: SweepData, baseline: str | None) -> tuple[Section, list[Arm
         best = tuple((i, j + 1 if j > 0 else j) for i, j in best)
     table = Table(columns, tuple(cells), _caption(rows), highlight, best)
     notes = _notes(rows) + _partition_notes(partitions(data.view.configured))
-    return Section("Results", (table, *notes)), rows
+    return Section("Results", (table, *best_point_blocks(data.view, rows), *notes)), rows
 
 
 def _sweeps_of(configured: pd.DataFrame, order: tuple[str, ...]) -> dict[str, str]:

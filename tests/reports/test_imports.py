@@ -29,6 +29,7 @@ TORCH_FREE_TRAINERS = {
     "trainers.budget",
     "trainers.catalogue",
     "trainers.config",
+    "trainers.coordcheck_table",
     "trainers.flops",
     "trainers.identity",
 }
