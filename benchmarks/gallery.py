@@ -47,6 +47,12 @@ STUDIES = (
         "the AttnRes paper's Table 4 ablation at CPU size (8 blocks, 300 steps, 3 seeds)",
         ("--concurrency", "2", "--cpus-per-trial", "1", "--max-steps", "300"),
     ),
+    Study(
+        "lr_transfer",
+        "the optimal learning rate against depth (CompleteP's Fig. 1 at CPU size): standard and "
+        "Block AttnRes under sp and CompleteP",
+        ("--concurrency", "2", "--cpus-per-trial", "1"),
+    ),
 )
 
 
