@@ -30,9 +30,9 @@ from trainers.budget import DERIVED_KEYS
 if TYPE_CHECKING:
     from search_spaces.lr_stage import Choice
 
-DriftVerdict = Literal["drifts", "below resolution", "no drift detected", "too few depths"]
-# Drift below half a grid step over the whole depth range is finer than a grid resolves: the
-# refined optima move within a step, which the shape of one seed's basin can do by itself.
+DriftVerdict = Literal["drifts", "drifts within a step", "no drift detected", "too few depths"]
+# A drift of less than half a grid step over the whole depth range rests on the refinement
+# between grid points alone (the grid's own choice barely moves): said, not hidden.
 RESOLVED_STEPS = 0.5
 MIN_DEPTHS_FOR_INTERVAL = 3  # a slope's residuals need one degree of freedom
 
@@ -136,7 +136,7 @@ def _verdict(n: int, slope: float, low: float, high: float, resolution: float) -
     if not (low > 0 or high < 0):
         return "no drift detected"
     if abs(slope) < RESOLVED_STEPS * resolution:
-        return "below resolution"
+        return "drifts within a step"
     return "drifts"
 
 

@@ -35,8 +35,8 @@ def transfer_section(data: SweepData) -> Section | None:
     drifts = _drifts(data, values, by_family)
     blocks: list[Any] = [Paragraph(_method(param, values, state.get("seeds", 1)), "note")]
     blocks.append(_table(drifts, param))
-    blocks += [Paragraph(_verdict_text(d, values)) for d in drifts]
-    blocks += [Paragraph(w, "warning") for d in drifts for w in _edge_warnings(d, values)]
+    blocks += [Paragraph(_verdict_text(d)) for d in drifts]
+    blocks += [Paragraph(w, "warning") for d in drifts for w in _edge_warnings(d)]
     blocks.append(Paragraph(PUBLISHED))
     blocks += _figures(data, param, by_family, drifts)
     return Section(TITLE, tuple(blocks))
@@ -100,7 +100,7 @@ def _slope_cell(d: Drift) -> str:
     return f"{d.slope:+.2f} ± {d.stderr:.2f} [{d.low:+.2f}, {d.high:+.2f}]"
 
 
-def _verdict_text(d: Drift, values: list[float]) -> str:
+def _verdict_text(d: Drift) -> str:
     if not d.optima:
         return f"{d.family}: no value of the stage finished at any depth."
     first, last = d.optima[0], d.optima[-1]
@@ -119,11 +119,11 @@ def _verdict_text(d: Drift, values: list[float]) -> str:
         return f"{d.family}: {len(d.optima)} depths, too few for an interval; {moved}."
     if d.verdict == "drifts":
         return f"{d.family}: the optimum drifts with depth ({fit}, excluding 0); {moved}."
-    if d.verdict == "below resolution":
+    if d.verdict == "drifts within a step":
         return (
             f"{d.family}: the fitted slope excludes 0 ({fit}), but the optimum moves by less "
-            f"than {RESOLVED_STEPS:g} of a grid step over the depth range ({grid}), finer than "
-            f"the grid resolves; {moved}."
+            f"than {RESOLVED_STEPS:g} of a grid step over the depth range ({grid}): the drift "
+            f"rests on the refinement between grid points, not on the grid's choice; {moved}."
         )
     return (
         f"{d.family}: no drift detected: the interval includes 0 ({fit}); {moved}. The "
@@ -131,7 +131,7 @@ def _verdict_text(d: Drift, values: list[float]) -> str:
     )
 
 
-def _edge_warnings(d: Drift, values: list[float]) -> list[str]:
+def _edge_warnings(d: Drift) -> list[str]:
     return [
         f"{d.family} at {o.depth} blocks: the best {o.best:g} is the grid's "
         f"{'lowest' if o.index == 0 else 'highest'} value, not bracketed; the optimum may lie "
