@@ -25,6 +25,11 @@ ROOT = Path(__file__).resolve().parent.parent
 STORE = "gallery"  # relative to ROOT: the studies' MLflow store and Tune state
 OUT = Path("docs") / "results"
 MADE = "made.json"  # beside each study's report: its commands, commit, hardware and date
+# beside a study's report, written by hand after reading it: what the study shows at this scale,
+# with its uncertainty. The index quotes it under the study's heading; a rerun keeps it (the
+# report's folder is replaced whole), and whoever reruns the study rereads the report and
+# revises it.
+FINDINGS = "findings.md"
 
 
 @dataclass(frozen=True)
@@ -83,7 +88,11 @@ def study(s: Study) -> None:
     report = _nas("report", s.name, "--format", "md", "--out", str(OUT / s.name),
                   *s.report_args, store[0])  # fmt: skip
     seconds = _run(sweep)
+    findings = ROOT / OUT / s.name / FINDINGS
+    kept = findings.read_text() if findings.is_file() else None
     _run(report)
+    if kept is not None:
+        findings.write_text(kept)
     made = {
         "sweep": _shown(sweep),
         "report": _shown(report),
@@ -121,11 +130,13 @@ def index() -> str:
         if not (folder / "report.md").is_file() or not (folder / MADE).is_file():
             continue
         made = json.loads((folder / MADE).read_text())
+        findings = folder / FINDINGS
         lines += [
             f"## [{s.name}]({s.name}/report.md)",
             "",
             s.about + ".",
             "",
+            *([findings.read_text().strip(), ""] if findings.is_file() else []),
             "```bash",
             made["sweep"],
             made["report"],
