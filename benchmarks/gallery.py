@@ -120,9 +120,9 @@ def index() -> str:
         "the CPU of a 2-core machine, with the reports exactly as `nas report` wrote them. At "
         "this scale the runs are short and the models tiny: read each report's intervals, "
         "verdicts and notes, not only its means; a published effect appears here only where "
-        "the report's own statistics show it. Regenerate with `make results` (about half an "
-        "hour on 2 cores for the three studies; `python -m benchmarks.gallery --only quick` "
-        "for the demo alone, about 5 minutes).",
+        "the report's own statistics show it. Regenerate with `make results` (each study's "
+        "sweep time is under its heading; `python -m benchmarks.gallery --only quick` for the "
+        "demo alone, about 5 minutes).",
         "",
     ]
     for s in STUDIES:

@@ -201,6 +201,7 @@ def lr_transfer_basins(
             means = np.array([np.mean(x) for x in losses])
             ax.plot(values[np.argmin(means)], means.min(), "o", mfc="none", ms=9, color="black")
         ax.set(xscale="log", xlabel=param, ylabel="final validation loss (nats/token)")
+        _grid_ticks(ax.xaxis, sorted(done["stage_value"].unique()))
         ax.set_title(family)
         ax.legend(fontsize=7)
     for ax in list(axes.flat)[len(shown) :]:
@@ -208,10 +209,22 @@ def lr_transfer_basins(
     return _image(fig)
 
 
-def lr_transfer_optima(drifts: Sequence[Drift], param: str) -> Image | None:
+def _grid_ticks(axis: Any, values: Sequence[float]) -> None:
+    """A log axis ticked at a learning-rate grid's values, labelled plainly (``0.0126``)."""
+    from matplotlib.ticker import FixedFormatter, FixedLocator, NullLocator
+
+    axis.set_major_locator(FixedLocator(list(values)))
+    axis.set_major_formatter(FixedFormatter([f"{v:.3g}" for v in values]))
+    axis.set_minor_locator(NullLocator())
+
+
+def lr_transfer_optima(
+    drifts: Sequence[Drift], values: Sequence[float], param: str
+) -> Image | None:
     """The optimum against depth, one line per family, both axes log: the refined estimates
-    (open markers where the best is on the grid's edge) and the fitted power law. None where no
-    family has two depths."""
+    (open markers where the best is on the grid's edge), the fitted power law, and the grid's
+    ``values`` as dotted lines (the choices the refinement lies between). None where no family
+    has two depths."""
     shown = [d for d in drifts if len(d.optima) >= 2][:MAX_LINES]
     if not shown:
         return None
@@ -225,7 +238,10 @@ def lr_transfer_optima(drifts: Sequence[Drift], param: str) -> Image | None:
         ax.plot(depths[edge], estimates[edge], "o", mfc="white", color=line.get_color())
         centre = np.exp(np.mean(np.log(estimates)) - d.slope * np.mean(np.log(depths)))
         ax.plot(depths, centre * depths**d.slope, "-", color=line.get_color(), alpha=0.7)
+    for value in values:
+        ax.axhline(value, color="grey", linestyle=":", linewidth=0.8)
     ax.set(xscale="log", yscale="log", xlabel="blocks (n_layers)", ylabel=f"optimal {param}")
+    _grid_ticks(ax.yaxis, values)
     depths_all = sorted({x for d in shown for x in d.depths})
     ax.set_xticks(depths_all)
     ax.get_xaxis().set_major_formatter(_plain_ticks())

@@ -319,7 +319,8 @@ _PLAIN: dict[str, Space] = {
 
 # The demo spaces a user reruns with each arm at its own learning rate: what the stage costs.
 TUNED_COST = {
-    "quick": "30 more trials: about 20 minutes on 2 CPU cores, estimated from quick's 6",
+    "quick": "30 more trials: about 20 minutes on 2 CPU cores, estimated from the 6 minutes "
+    "quick took in docs/results",
     "attnres_ablation": "65 more trials, each as long as one of its seeds",
 }
 

@@ -38,7 +38,7 @@ def transfer_section(data: SweepData) -> Section | None:
     blocks += [Paragraph(_verdict_text(d)) for d in drifts]
     blocks += [Paragraph(w, "warning") for d in drifts for w in _edge_warnings(d)]
     blocks.append(Paragraph(PUBLISHED))
-    blocks += _figures(data, param, by_family, drifts)
+    blocks += _figures(data, param, values, by_family, drifts)
     return Section(TITLE, tuple(blocks))
 
 
@@ -142,7 +142,11 @@ def _edge_warnings(d: Drift) -> list[str]:
 
 
 def _figures(
-    data: SweepData, param: str, by_family: dict[str, dict[int, str]], drifts: list[Drift]
+    data: SweepData,
+    param: str,
+    values: list[float],
+    by_family: dict[str, dict[int, str]],
+    drifts: list[Drift],
 ) -> list[Figure]:
     out = []
     basins = figures.lr_transfer_basins(data.view.stage, by_family, param)
@@ -153,12 +157,12 @@ def _figures(
             "chosen value ringed: CompleteP's Fig. 1 at this sweep's size."
         )
         out.append(Figure("lr_transfer_basins", basins.png, caption, basins.pdf))
-    optima = figures.lr_transfer_optima(drifts, param)
+    optima = figures.lr_transfer_optima(drifts, values, param)
     if optima:
         caption = (
             f"The optimal {param} against depth per family: the refined estimate (dots; open "
-            "where it is on the grid's edge) and the fitted power law. A flat line is an "
-            "optimum that transfers across depth."
+            "where it is on the grid's edge), the fitted power law, and the grid's values as "
+            "dotted lines. A flat line is an optimum that transfers across depth."
         )
         out.append(Figure("lr_transfer_optima", optima.png, caption, optima.pdf))
     return out
