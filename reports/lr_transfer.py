@@ -40,13 +40,16 @@ MIN_DEPTHS_FOR_INTERVAL = 3  # a slope's residuals need one degree of freedom
 @dataclass(frozen=True)
 class Optimum:
     """One family's stage at one depth: the chosen grid value, its index in the grid, the
-    refined estimate (``estimate``), and whether a grid value lies either side of it."""
+    refined estimate (``estimate``), whether a grid value lies either side of it, its mean loss
+    (``loss``) and its lead over the next-best grid value (``margin``, nats; nan with one)."""
 
     depth: int
     best: float
     index: int
     estimate: float
     bracketed: bool
+    loss: float = math.nan
+    margin: float = math.nan
 
 
 @dataclass(frozen=True)
@@ -69,24 +72,30 @@ class Drift:
 
 
 def refine(values: Sequence[float], depth: int, choice: Choice) -> Optimum:
-    """``choice`` (the stage's pick at ``depth`` over the grid ``values``) as an ``Optimum``:
-    refined by the vertex of the parabola in log value through the chosen point and its two
-    neighbours, which lies between the neighbours since the chosen point is the lowest; the
-    grid value itself where it lies on the grid's edge or a neighbour did not finish."""
+    """``choice`` (the stage's pick at ``depth`` over the grid ``values``) as an ``Optimum``."""
     index = min(range(len(values)), key=lambda k: abs(values[k] - choice.best))
     bracketed = 0 < index < len(values) - 1
-    if not bracketed:
-        return Optimum(depth, choice.best, index, choice.best, False)
+    estimate = _vertex(values, index, choice) if bracketed else choice.best
+    finite = sorted(m for m in choice.curve.values() if math.isfinite(m))
+    margin = finite[1] - finite[0] if len(finite) > 1 else math.nan
+    loss = choice.curve.get(choice.best, math.nan)
+    return Optimum(depth, choice.best, index, estimate, bracketed, loss, margin)
+
+
+def _vertex(values: Sequence[float], index: int, choice: Choice) -> float:
+    """The vertex of the parabola in log value through the chosen point and its two neighbours,
+    which lies between the neighbours since the chosen point is the lowest; the grid value
+    itself where a neighbour did not finish or the three losses are equal."""
     x = np.log(np.asarray(values[index - 1 : index + 2], dtype=float))
     y = np.asarray([choice.curve.get(v, math.inf) for v in values[index - 1 : index + 2]])
     if not np.isfinite(y).all():
-        return Optimum(depth, choice.best, index, choice.best, True)
+        return choice.best
     curvature = (y[2] - y[1]) / (x[2] - x[1]) - (y[1] - y[0]) / (x[1] - x[0])
-    if curvature <= 0:  # three equal losses: no vertex, the grid value stands
-        return Optimum(depth, choice.best, index, choice.best, True)
+    if curvature <= 0:
+        return choice.best
     a = curvature / (x[2] - x[0])
     b = (y[1] - y[0]) / (x[1] - x[0]) - a * (x[0] + x[1])
-    return Optimum(depth, choice.best, index, float(math.exp(-b / (2 * a))), True)
+    return float(math.exp(-b / (2 * a)))
 
 
 def fit_slope(depths: Sequence[int], optima: Sequence[float]) -> tuple[float, float, float, float]:

@@ -7,8 +7,12 @@ the fitted slope with its interval, the grid points it moved, what the grid can 
 from __future__ import annotations
 
 import math
+import statistics
 from typing import Any
 
+import pandas as pd
+
+from record.schema import Metric
 from reports import figures
 from reports.document import Figure, Paragraph, Section, Table
 from reports.lr_transfer import RESOLVED_STEPS, Drift, drift, families
@@ -37,6 +41,7 @@ def transfer_section(data: SweepData) -> Section | None:
     blocks.append(_table(drifts, param))
     blocks += [Paragraph(_verdict_text(d)) for d in drifts]
     blocks += [Paragraph(w, "warning") for d in drifts for w in _edge_warnings(d)]
+    blocks += _seed_check(data, by_family, drifts)
     blocks.append(Paragraph(PUBLISHED))
     blocks += _figures(data, param, values, by_family, drifts)
     return Section(TITLE, tuple(blocks))
@@ -139,6 +144,51 @@ def _edge_warnings(d: Drift) -> list[str]:
         for o in d.optima
         if not o.bracketed
     ]
+
+
+def _seed_check(
+    data: SweepData, by_family: dict[str, dict[int, str]], drifts: list[Drift]
+) -> list[Paragraph]:
+    """Seed noise at the optimum, measured: the space's own seeds trained again at each chosen
+    value against the stage's loss there, beside the chosen value's lead over the next-best
+    grid value. Where a second seed moves the loss more than that lead, which grid value is
+    best is itself noise, and so is any drift."""
+    done = data.view.comparable
+    if done.empty or Metric.FINAL_VAL_LOSS not in done or LR_KEY not in done:
+        return []
+    cells = []  # (|again - stage|, margin, family, depth)
+    for d in drifts:
+        for o in d.optima:
+            at_best = (pd.to_numeric(done[LR_KEY]) - o.best).abs() <= 1e-9 * o.best
+            rows = done[(done["arm"] == by_family[d.family][o.depth]) & at_best]
+            again = pd.to_numeric(rows[Metric.FINAL_VAL_LOSS], errors="coerce").dropna()
+            if len(again) and math.isfinite(o.loss):
+                cells.append((abs(float(again.mean()) - o.loss), o.margin, d.family, o.depth))
+    if not cells:
+        return []
+    noise = statistics.median(c[0] for c in cells)
+    margins = [c[1] for c in cells if math.isfinite(c[1])]
+    lead = statistics.median(margins) if margins else math.nan
+    worst = max(cells)
+    text = (
+        f"Seed noise at the optimum: the space's seeds, trained again at each chosen value, "
+        f"reached final losses a median of {noise:.3f} nats from the stage's there (over "
+        f"{len(cells)} family × depth cells; largest {worst[0]:.3f}, {worst[2]} at {worst[3]} "
+        f"blocks), while each chosen value led the next-best grid value by a median of "
+        f"{lead:.3f} nats."
+    )
+    out = [Paragraph(text)]
+    if noise >= lead:
+        out.append(
+            Paragraph(
+                "A second seed moves the loss at the optimum by more than the chosen value's "
+                "lead over the next-best: which grid value is best is within seed noise here, "
+                "and so is any drift of the optimum with depth. More seeds per learning rate "
+                "(`tune: {seeds: N}`) or longer runs would be needed to resolve it.",
+                "warning",
+            )
+        )
+    return out
 
 
 def _figures(

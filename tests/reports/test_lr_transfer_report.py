@@ -105,9 +105,12 @@ def test_the_slope_fit_and_its_interval() -> None:
 # ---- the section, on a constructed sweep ------------------------------------------------------
 
 
-def _stage_sweep(slopes: dict[str, float], depths: tuple[int, ...] = DEPTHS) -> Any:
+def _stage_sweep(
+    slopes: dict[str, float], depths: tuple[int, ...] = DEPTHS, again: float | None = None
+) -> Any:
     """A tuned grid's stage: each family (wiring/parametrization -> the slope its optimum moves
-    with) at each depth, one seed per grid value, the optimum at ``_optimum``."""
+    with) at each depth, one seed per grid value, the optimum at ``_optimum``; with ``again``,
+    the space's seed 1 at each chosen value, its loss ``again`` nats above the stage's there."""
     rows, arms = [], {}
     for family, slope in slopes.items():
         wiring, parametrization = family.split("/")
@@ -126,6 +129,11 @@ def _stage_sweep(slopes: dict[str, float], depths: tuple[int, ...] = DEPTHS) -> 
                 rows.append({**row, "key": key, "run_id": key})
                 keys[repr(value)] = [key]
             arms[label] = {"keys": keys}
+            if again is not None:
+                basin = _basin(_optimum(depth, slope))
+                best = min(basin, key=lambda v: basin[v])
+                config = {**config, "train__lr": best}
+                rows.append(trial(label, 1, basin[best] + again, **config))
     state = {"param": "train.lr", "values": list(VALUES), "seeds": 1, "arms": arms}
     return sweep(rows, lr_stage=state)
 
@@ -175,3 +183,19 @@ def test_a_stage_at_one_depth_has_no_transfer_section() -> None:
     """One depth per family (or no stage at all): nothing to transfer across."""
     assert transfer_section(_stage_sweep({"standard/sp": -1.0}, depths=(4,))) is None
     assert transfer_section(sweep([trial("a", 0, 3.0)])) is None
+
+
+def test_seed_noise_at_the_optimum_larger_than_the_lead_is_warned_of() -> None:
+    """The space's seed at each chosen value 0.3 nats off the stage's loss: the section gives
+    that median and the chosen values' lead, and warns that the choice (and any drift) is within
+    seed noise; 0.001 nats off, below every lead, says the numbers and warns of nothing."""
+    noisy = transfer_section(_stage_sweep({"standard/sp": -1.0}, again=0.3))
+    assert noisy is not None
+    texts = [b.text for b in noisy.blocks if isinstance(b, Paragraph)]
+    assert any(t.startswith("Seed noise at the optimum") and "median of 0.300" in t for t in texts)
+    warned = [b.text for b in noisy.blocks if isinstance(b, Paragraph) and b.kind == "warning"]
+    assert any("within seed noise" in w for w in warned)
+    quiet = transfer_section(_stage_sweep({"standard/sp": -1.0}, again=0.001))
+    assert quiet is not None
+    assert not [b for b in quiet.blocks if isinstance(b, Paragraph) and b.kind == "warning"]
+    assert any("median of 0.001" in b.text for b in quiet.blocks if isinstance(b, Paragraph))
