@@ -26,9 +26,8 @@ STORE = "gallery"  # relative to ROOT: the studies' MLflow store and Tune state
 OUT = Path("docs") / "results"
 MADE = "made.json"  # beside each study's report: its commands, commit, hardware and date
 # beside a study's report, written by hand after reading it: what the study shows at this scale,
-# with its uncertainty. The index quotes it under the study's heading; a rerun keeps it (the
-# report's folder is replaced whole), and whoever reruns the study rereads the report and
-# revises it.
+# with its uncertainty. The index quotes it under the study's heading; a rerun keeps it, and
+# whoever reruns the study rereads the report and revises it.
 FINDINGS = "findings.md"
 
 
@@ -88,11 +87,11 @@ def study(s: Study) -> None:
     report = _nas("report", s.name, "--format", "md", "--out", str(OUT / s.name),
                   *s.report_args, store[0])  # fmt: skip
     seconds = _run(sweep)
-    findings = ROOT / OUT / s.name / FINDINGS
-    kept = findings.read_text() if findings.is_file() else None
+    folder = ROOT / OUT / s.name
+    kept = _set_aside(folder)
     _run(report)
-    if kept is not None:
-        findings.write_text(kept)
+    if FINDINGS in kept:
+        (folder / FINDINGS).write_text(kept[FINDINGS])
     made = {
         "sweep": _shown(sweep),
         "report": _shown(report),
@@ -102,6 +101,18 @@ def study(s: Study) -> None:
         "date": time.strftime("%Y-%m-%d"),
     }
     (ROOT / OUT / s.name / MADE).write_text(json.dumps(made, indent=1) + "\n")
+
+
+def _set_aside(folder: Path) -> dict[str, str]:
+    """The gallery's own files beside a report (``MADE``, ``FINDINGS``), read and removed:
+    ``nas report`` replaces only a folder that holds nothing but an earlier report."""
+    kept = {}
+    for name in (MADE, FINDINGS):
+        path = folder / name
+        if path.is_file():
+            kept[name] = path.read_text()
+            path.unlink()
+    return kept
 
 
 def _commit() -> str:
