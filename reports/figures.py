@@ -206,6 +206,7 @@ def lr_transfer_basins(
         ax.legend(fontsize=7)
     for ax in list(axes.flat)[len(shown) :]:
         ax.set_visible(False)
+    fig.subplots_adjust(hspace=0.35)  # a row's x label clear of the next row's titles
     return _image(fig)
 
 
