@@ -25,6 +25,10 @@ ROOT = Path(__file__).resolve().parent.parent
 STORE = "gallery"  # relative to ROOT: the studies' MLflow store and Tune state
 OUT = Path("docs") / "results"
 MADE = "made.json"  # beside each study's report: its commands, commit, hardware and date
+# beside a study's report, written by hand after reading it: what the study shows at this scale,
+# with its uncertainty. The index quotes it under the study's heading; a rerun keeps it, and
+# whoever reruns the study rereads the report and revises it.
+FINDINGS = "findings.md"
 
 
 @dataclass(frozen=True)
@@ -46,6 +50,12 @@ STUDIES = (
         "attnres_ablation",
         "the AttnRes paper's Table 4 ablation at CPU size (8 blocks, 300 steps, 3 seeds)",
         ("--concurrency", "2", "--cpus-per-trial", "1", "--max-steps", "300"),
+    ),
+    Study(
+        "lr_transfer",
+        "the optimal learning rate against depth (CompleteP's Fig. 1 at CPU size): standard and "
+        "Block AttnRes under sp and CompleteP",
+        ("--concurrency", "2", "--cpus-per-trial", "1"),
     ),
 )
 
@@ -77,7 +87,11 @@ def study(s: Study) -> None:
     report = _nas("report", s.name, "--format", "md", "--out", str(OUT / s.name),
                   *s.report_args, store[0])  # fmt: skip
     seconds = _run(sweep)
+    folder = ROOT / OUT / s.name
+    kept = _set_aside(folder)
     _run(report)
+    if FINDINGS in kept:
+        (folder / FINDINGS).write_text(kept[FINDINGS])
     made = {
         "sweep": _shown(sweep),
         "report": _shown(report),
@@ -87,6 +101,18 @@ def study(s: Study) -> None:
         "date": time.strftime("%Y-%m-%d"),
     }
     (ROOT / OUT / s.name / MADE).write_text(json.dumps(made, indent=1) + "\n")
+
+
+def _set_aside(folder: Path) -> dict[str, str]:
+    """The gallery's own files beside a report (``MADE``, ``FINDINGS``), read and removed:
+    ``nas report`` replaces only a folder that holds nothing but an earlier report."""
+    kept = {}
+    for name in (MADE, FINDINGS):
+        path = folder / name
+        if path.is_file():
+            kept[name] = path.read_text()
+            path.unlink()
+    return kept
 
 
 def _commit() -> str:
@@ -105,9 +131,9 @@ def index() -> str:
         "the CPU of a 2-core machine, with the reports exactly as `nas report` wrote them. At "
         "this scale the runs are short and the models tiny: read each report's intervals, "
         "verdicts and notes, not only its means; a published effect appears here only where "
-        "the report's own statistics show it. Regenerate with `make results` (about half an "
-        "hour on 2 cores for the three studies; `python -m benchmarks.gallery --only quick` "
-        "for the demo alone, about 5 minutes).",
+        "the report's own statistics show it. Regenerate with `make results` (each study's "
+        "sweep time is under its heading; `python -m benchmarks.gallery --only quick` for the "
+        "demo alone, about 5 minutes).",
         "",
     ]
     for s in STUDIES:
@@ -115,11 +141,13 @@ def index() -> str:
         if not (folder / "report.md").is_file() or not (folder / MADE).is_file():
             continue
         made = json.loads((folder / MADE).read_text())
+        findings = folder / FINDINGS
         lines += [
             f"## [{s.name}]({s.name}/report.md)",
             "",
             s.about + ".",
             "",
+            *([findings.read_text().strip(), ""] if findings.is_file() else []),
             "```bash",
             made["sweep"],
             made["report"],

@@ -17,6 +17,7 @@ def build_report(data: SweepData, baseline: str | None = None) -> Document:
         sections.provenance(data),
         results,
         sections.lr_section(data),
+        sections.transfer_section(data),
         sections.coordcheck_section(data),
         sections.cost_section(data, rows),
         sections.axis_effects(data),

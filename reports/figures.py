@@ -9,7 +9,7 @@ import io
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -21,7 +21,11 @@ from reports.outcomes import diverged
 from reports.stats import mean_ci
 from trainers.coordcheck_table import Axis, draw
 
+if TYPE_CHECKING:
+    from reports.lr_transfer import Drift
+
 MAX_LINES = 10  # beyond this a line plot is unreadable; the tables carry the rest
+MAX_PANELS = 8  # panels of one figure, likewise
 
 
 def _figure(ncols: int = 1, nrows: int = 1, size: tuple[float, float] = (7, 4.2)) -> Any:
@@ -170,6 +174,81 @@ def lr_basin(stage: pd.DataFrame, param: str) -> Image | None:
         ax.plot(values[np.argmin(means)], means.min(), "o", mfc="none", ms=10, color="black")
     ax.set(xscale="log", xlabel=param, ylabel="final validation loss (nats/token)")
     ax.set_title("learning-rate basin per arm (ringed: the value chosen)")
+    ax.legend(fontsize=7)
+    return _image(fig)
+
+
+def lr_transfer_basins(
+    stage: pd.DataFrame, by_family: dict[str, dict[int, str]], param: str
+) -> Image | None:
+    """CompleteP's Fig. 1 at a sweep's size: one panel per family (``by_family``: name -> depth
+    -> the stage arm tuned there), final validation loss against ``param`` on a log axis, one
+    line per depth, the chosen value ringed. None without a finished stage trial."""
+    done = stage[stage["status"] == "finished"] if "status" in stage else stage
+    if done.empty or Metric.FINAL_VAL_LOSS not in done or not by_family:
+        return None
+    shown = list(by_family.items())[:MAX_PANELS]
+    ncols = min(len(shown), 2)
+    nrows = -(-len(shown) // ncols)
+    fig, axes = _figure(ncols, nrows, size=(6.5 * ncols, 4 * nrows))
+    for ax, (family, arms) in zip(axes.flat, shown, strict=False):
+        for depth, arm in arms.items():
+            g = done[done["stage_arm"] == arm]
+            if g.empty:
+                continue
+            values = np.array(sorted(g["stage_value"].unique()))
+            losses = [g[g["stage_value"] == v][Metric.FINAL_VAL_LOSS].to_numpy() for v in values]
+            _band(ax, values, losses, f"L={depth}")
+            means = np.array([np.mean(x) for x in losses])
+            ax.plot(values[np.argmin(means)], means.min(), "o", mfc="none", ms=9, color="black")
+        ax.set(xscale="log", xlabel=param, ylabel="final validation loss (nats/token)")
+        _grid_ticks(ax.xaxis, sorted(done["stage_value"].unique()))
+        ax.set_title(family)
+        ax.legend(fontsize=7)
+    for ax in list(axes.flat)[len(shown) :]:
+        ax.set_visible(False)
+    fig.subplots_adjust(hspace=0.35)  # a row's x label clear of the next row's titles
+    return _image(fig)
+
+
+def _grid_ticks(axis: Any, values: Sequence[float]) -> None:
+    """A log axis ticked at a learning-rate grid's values, labelled plainly (``0.0126``)."""
+    from matplotlib.ticker import FixedFormatter, FixedLocator, NullLocator
+
+    axis.set_major_locator(FixedLocator(list(values)))
+    axis.set_major_formatter(FixedFormatter([f"{v:.3g}" for v in values]))
+    axis.set_minor_locator(NullLocator())
+
+
+def lr_transfer_optima(
+    drifts: Sequence[Drift], values: Sequence[float], param: str
+) -> Image | None:
+    """The optimum against depth, one line per family, both axes log: the refined estimates
+    (open markers where the best is on the grid's edge), the fitted power law, and the grid's
+    ``values`` as dotted lines (the choices the refinement lies between). None where no family
+    has two depths."""
+    shown = [d for d in drifts if len(d.optima) >= 2][:MAX_LINES]
+    if not shown:
+        return None
+    fig, axes = _figure()
+    ax = axes[0, 0]
+    for d in shown:
+        depths = np.array(d.depths, dtype=float)
+        estimates = np.array([o.estimate for o in d.optima])
+        (line,) = ax.plot(depths, estimates, "o", label=f"{d.family} (slope {d.slope:+.2f})")
+        edge = np.array([not o.bracketed for o in d.optima])
+        ax.plot(depths[edge], estimates[edge], "o", mfc="white", color=line.get_color())
+        centre = np.exp(np.mean(np.log(estimates)) - d.slope * np.mean(np.log(depths)))
+        ax.plot(depths, centre * depths**d.slope, "-", color=line.get_color(), alpha=0.7)
+    for value in values:
+        ax.axhline(value, color="grey", linestyle=":", linewidth=0.8)
+    ax.set(xscale="log", yscale="log", xlabel="blocks (n_layers)", ylabel=f"optimal {param}")
+    _grid_ticks(ax.yaxis, values)
+    depths_all = sorted({x for d in shown for x in d.depths})
+    ax.set_xticks(depths_all)
+    ax.get_xaxis().set_major_formatter(_plain_ticks())
+    ax.get_xaxis().set_minor_formatter(_null_ticks())
+    ax.set_title("optimal learning rate against depth (flat: it transfers)")
     ax.legend(fontsize=7)
     return _image(fig)
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from search_spaces.distributions import Choice, FloatRange, IntRange
+from search_spaces.lr_stage import LrStage
 from search_spaces.space import Objective, Space
 from trainers import catalogue
 from trainers.config import VALID_PLACEMENTS
@@ -148,7 +150,59 @@ def _architectures() -> dict[str, dict[str, Any]]:
     return arms
 
 
-BUILTIN: dict[str, Space] = {
+# Learning rate against depth (CompleteP's Fig. 1) at CPU size. CompleteP's base is the smallest
+# depth at the model's own width, so only depth scales (m_w = 1, m_L = n_layers / 2). Depth 16
+# would double the sweep's time (its trials cost as much as the three depths below together).
+TRANSFER_DEPTHS = (2, 4, 8)
+TRANSFER_SIZE: dict[str, Any] = {
+    "model.d_model": 32,
+    "model.n_heads": 2,
+    "model.seq_len": 64,
+    "model.attnres_blocks": 4,
+    "train.batch_size": 16,
+    "train.max_steps": 100,
+    "train.val_every": 50,
+    "train.val_batches": 4,
+    "train.warmup_steps": 10,
+}
+# Five values a factor of 2.5 apart, 2e-3 to 8e-2: at this size standard/sp at depth 2 has its
+# optimum near 1e-2 (measured at 120 steps: 2.91, 2.61, 2.69, 2.78 nats at 2e-3, 8e-3, 3.2e-2,
+# 1.28e-1), so an optimum anywhere from about 3e-3 to 5e-2 stays bracketed.
+TRANSFER_STAGE = LrStage("train.lr", 2e-3, 8e-2, log=True, points=5, seeds=1)
+
+
+def _transfer_arms() -> dict[str, dict[str, Any]]:
+    """standard and Block AttnRes, each under sp and CompleteP (base: the smallest depth)."""
+    completep = {
+        "model.parametrization": "completep",
+        "model.base_width": TRANSFER_SIZE["model.d_model"],
+        "model.base_depth": min(TRANSFER_DEPTHS),
+    }
+    return {
+        f"{wiring}/{name}": {**CORE[wiring], **extra}
+        for wiring in ("standard", "block_attnres")
+        for name, extra in (("sp", {}), ("completep", completep))
+    }
+
+
+# The tuned variants' stage: five values a factor of 2.5 apart with the shared learning rate the
+# untuned spaces train at (train.lr's default, 3e-3) in the middle, so the stage holds it.
+TUNED_STAGE = LrStage("train.lr", 4.8e-4, 1.875e-2, log=True, points=5, seeds=1)
+
+
+def _tuned(space: Space, cost: str) -> Space:
+    """``space`` with a learning-rate stage before its seeds (``TUNED_STAGE``): the same arms and
+    seeds, each arm compared at its own best learning rate."""
+    about = (
+        f"{space.name} with each arm at its own best learning rate: a stage of "
+        f"{TUNED_STAGE.points} learning rates per arm first ({cost})"
+    )
+    return dataclasses.replace(
+        space, name=f"{space.name}_tuned", description=about, tune=TUNED_STAGE
+    )
+
+
+_PLAIN: dict[str, Space] = {
     space.name: space
     for space in (
         Space(
@@ -235,6 +289,18 @@ BUILTIN: dict[str, Space] = {
             trials=20,
         ),
         Space(
+            name="lr_transfer",
+            description="optimal learning rate against depth (CompleteP's Fig. 1): n_layers 2, 4, "
+            "8 at width 32 for standard and Block AttnRes under sp and CompleteP, a stage of 5 "
+            "learning rates each, then one seed at the best (72 trials: 27 minutes measured on a "
+            "busy 2-core machine at --concurrency 2 --cpus-per-trial 1)",
+            base=TRANSFER_SIZE,
+            arms=_transfer_arms(),
+            params={"model.n_layers": Choice(TRANSFER_DEPTHS)},
+            seeds=(1,),  # a second seed at each best value: the stage ran seed 0
+            tune=TRANSFER_STAGE,
+        ),
+        Space(
             name="pareto_size",
             description="multi-objective TPE: validation loss against parameter count over "
             "residual type, depth and width",
@@ -250,3 +316,24 @@ BUILTIN: dict[str, Space] = {
         ),
     )
 }
+
+# The demo spaces a user reruns with each arm at its own learning rate: what the stage costs.
+TUNED_COST = {
+    "quick": "30 more trials: about 20 minutes on 2 CPU cores, estimated from the 6 minutes "
+    "quick took in docs/results",
+    "attnres_ablation": "65 more trials, each as long as one of its seeds",
+}
+
+
+def _with_tuned(spaces: dict[str, Space]) -> dict[str, Space]:
+    """``spaces`` with each space of ``TUNED_COST`` followed by its tuned variant."""
+    out: dict[str, Space] = {}
+    for name, space in spaces.items():
+        out[name] = space
+        if name in TUNED_COST:
+            tuned = _tuned(space, TUNED_COST[name])
+            out[tuned.name] = tuned
+    return out
+
+
+BUILTIN: dict[str, Space] = _with_tuned(_PLAIN)

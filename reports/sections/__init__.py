@@ -10,6 +10,7 @@ from reports.sections.coordcheck import coordcheck_section
 from reports.sections.cost import cost_section
 from reports.sections.effects import axis_effects
 from reports.sections.lr_stage import lr_section
+from reports.sections.lr_transfer import transfer_section
 from reports.sections.plots import figure_section
 from reports.sections.provenance import provenance
 from reports.sections.reference import reference_section
@@ -29,4 +30,5 @@ __all__ = [
     "provenance",
     "reference_section",
     "search_section",
+    "transfer_section",
 ]

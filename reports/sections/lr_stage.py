@@ -70,7 +70,7 @@ def _tuned(data: SweepData, state: dict[str, Any]) -> Section:
         )
     ]
     rows, warnings = [], []
-    for arm, losses in _losses(data.view.stage).items():
+    for arm, losses in stage_losses(data.view.stage).items():
         choice = choose(losses)
         cells = [fmt(_mean(losses.get(v))) for v in values]
         rows.append((arm, "—" if choice is None else f"{choice.best:g}", *cells))
@@ -94,7 +94,7 @@ def _tuned(data: SweepData, state: dict[str, Any]) -> Section:
     return Section(TITLE, tuple(blocks))
 
 
-def _losses(stage: pd.DataFrame) -> dict[str, dict[float, list[float]]]:
+def stage_losses(stage: pd.DataFrame) -> dict[str, dict[float, list[float]]]:
     """Each arm's stage: value -> each seed's final validation loss, inf for a trial that did
     not finish (diverged, timed out): what the sweep's rule read."""
     out: dict[str, dict[float, list[float]]] = {}

@@ -131,3 +131,23 @@ def test_a_stage_on_a_model_field_an_arm_does_not_read_is_refused() -> None:
     space = replace(BUILTIN["smoke"], tune=stage)
     with pytest.raises(ValueError, match=r"tune\.model\.mix_ln_alpha: the configuration of arm"):
         campaign_of(space, RunConfig())
+
+
+@pytest.mark.parametrize("name", ["quick", "attnres_ablation"])
+def test_a_demo_s_tuned_variant_plans_its_stage_then_the_same_cells(name: str) -> None:
+    """``<name>_tuned`` is the demo's grid with a stage: the same final cells (arms, depths,
+    seeds, configurations but the learning rate), a stage of every arm x point before them,
+    and, once the stage settles, the demo's seeds at each arm's own best value."""
+    plain = campaign_of(BUILTIN[name], RunConfig())
+    tuned = campaign_of(BUILTIN[f"{name}_tuned"], RunConfig())
+    assert isinstance(tuned, TunedGridCampaign)
+    assert [(c.arm, c.seed, c.config) for c in tuned.cells] == [
+        (s.arm, s.seed, s.config) for s in plain.specs
+    ]
+    arms = {c.arm for c in tuned.cells}
+    assert len(tuned.stage_specs) == len(arms) * tuned.stage.points
+    losses = dict(zip(tuned.stage.values(), (4.0, 3.2, 3.0, 3.1, 3.6), strict=True))
+    chosen = tuned.given(_settle(tuned, losses))
+    finals = chosen.specs[len(chosen.stage_specs) :]
+    assert len(finals) == len(plain.specs)
+    assert {s.config.train.lr for s in finals} == {tuned.stage.values()[2]}

@@ -9,8 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from search_spaces import BUILTIN, grid_cells
 from search_spaces.loader import load_space, space_from_data, space_to_data
 from search_spaces.lr_stage import FLAT_NATS, LrStage, choose, stage_from_data
+from trainers.config import RunConfig, TrainConfig
 
 ARMS = {"standard": {"model.residual": "standard"}}
 
@@ -129,3 +131,38 @@ def test_a_diverged_value_is_never_best_and_all_diverged_is_no_choice() -> None:
 def test_stage_from_data_refuses_a_non_mapping() -> None:
     with pytest.raises(ValueError, match="tune: expected"):
         stage_from_data([1e-3, 1e-2])
+
+
+def test_lr_transfer_tunes_every_depth_of_each_wiring_and_parametrization() -> None:
+    """lr_transfer: standard and Block AttnRes under sp and CompleteP at four depths, every
+    cell valid (the catalogue allows each pair); CompleteP's base is the smallest depth at the
+    model's own width (only depth scales, and the shallowest model is sp's); a log grid of at
+    least 5 points spanning a factor of 30 or more, so each depth's optimum can be bracketed."""
+    space = BUILTIN["lr_transfer"]
+    cells, skipped = grid_cells(space, RunConfig())
+    assert not skipped
+    models = {(c.config.model.residual, c.config.model.parametrization) for c in cells}
+    assert models == {(w, p) for w in ("standard", "block_attnres") for p in ("sp", "completep")}
+    depths = sorted({c.config.model.n_layers for c in cells})
+    assert len(depths) >= 3 and depths[-1] / depths[0] >= 4
+    for c in cells:
+        m = c.config.model
+        if m.parametrization == "completep":
+            assert (m.base_depth, m.base_width, m.depth_alpha) == (depths[0], m.d_model, 1.0)
+    stage = space.tune
+    assert stage is not None and stage.param == "train.lr" and stage.log
+    assert stage.points >= 5 and stage.high / stage.low >= 30
+    assert "minutes" in space.description
+
+
+@pytest.mark.parametrize("name", ["quick", "attnres_ablation"])
+def test_a_demo_s_tuned_variant_is_the_demo_plus_a_stage(name: str) -> None:
+    """``<name>_tuned`` has the demo's base, arms, axes and seeds, and a log-spaced stage of
+    train.lr whose grid holds the demo's shared learning rate inside it (not on its edge)."""
+    plain, tuned = BUILTIN[name], BUILTIN[f"{name}_tuned"]
+    assert plain.tune is None and tuned.tune is not None
+    same = ("kind", "base", "arms", "params", "seeds")
+    assert all(getattr(tuned, f) == getattr(plain, f) for f in same)
+    assert tuned.tune.param == "train.lr" and tuned.tune.log
+    assert tuned.tune.low < TrainConfig().lr < tuned.tune.high
+    assert name in tuned.description
