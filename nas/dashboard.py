@@ -19,17 +19,27 @@ from record.schema import EXPERIMENT_KIND, ExperimentTag, Metric, Tag
 VIEW_KEY = "nas-runs"
 
 # The runs table's columns beside the run name (the trial's arm and seed), its start and its
-# duration, which the table always shows: the trial's loss, its depth and how it ended. MLflow
-# names a column by its kind and key, the key in backquotes.
+# duration, which the table always shows: the trial's loss, its wiring, its depth and how it
+# ended. MLflow names a column by its kind and key, the key in backquotes.
 VIEW_COLUMNS = (
     f"metrics.`{Metric.FINAL_VAL_LOSS}`",
+    "params.`model.residual`",
     "params.`model.n_layers`",
     f"tags.`{Tag.STATUS}`",
 )
+# The trials grouped by arm (its grid cell or proposal, every setting but the seed): a group's
+# row shows its seeds' mean final validation loss, its trials listed under it, so the noise
+# between seeds is in sight beside the mean. MLflow's table aggregates a group by one function
+# (min, average or max) at a time; the average is the one a comparison reads.
+GROUP_BY = {
+    "aggregateFunction": "average",
+    "groupByKeys": [{"mode": "tag", "groupByData": Tag.ARM}],
+}
 
 
 def experiment_tags() -> dict[str, str]:
-    """The tags a sweep's experiment carries: opened on the runs table, with the sweep's view."""
+    """The tags a sweep's experiment carries: opened on the runs table, with the sweep's view
+    (its columns, best first, trials grouped by arm)."""
     view = {
         "selectedColumns": list(VIEW_COLUMNS),
         # Best first. Ordered by anything but the start time, the table lists child runs as
@@ -37,6 +47,7 @@ def experiment_tags() -> dict[str, str]:
         "orderByKey": f"metrics.`{Metric.FINAL_VAL_LOSS}`",
         "orderByAsc": True,
         "runsHiddenMode": "SHOW_ALL",  # the charts show every trial, not the first ten
+        "groupBy": GROUP_BY,
     }
     return {
         ExperimentTag.KIND: EXPERIMENT_KIND,

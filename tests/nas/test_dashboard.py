@@ -30,9 +30,11 @@ def test_a_sweep_tags_its_experiment_also_one_recorded_before(tmp_path: Path) ->
     view = json.loads(tags[ExperimentTag.SHARED_VIEW_PREFIX + VIEW_KEY])
     named = {f"metrics.`{v}`" for k, v in vars(Metric).items() if not k.startswith("_")}
     named |= {f"tags.`{v}`" for k, v in vars(Tag).items() if not k.startswith("_")}
-    named.add("params.`model.n_layers`")
+    named |= {"params.`model.n_layers`", "params.`model.residual`"}
     assert set(view["selectedColumns"]) <= named
     assert view["orderByKey"] in view["selectedColumns"]
+    assert view["groupBy"]["groupByKeys"] == [{"mode": "tag", "groupByData": Tag.ARM}]
+    assert view["groupBy"]["aggregateFunction"] == "average"
     url = runs_url("http://127.0.0.1:5000", exp_id, tags)
     assert url.endswith(
         f"/#/experiments/{exp_id}/runs?workflowType=machine_learning&viewStateShareKey={VIEW_KEY}"

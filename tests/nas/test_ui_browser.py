@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from record.schema import PROFILE_FOLDER, ROLE_TRIAL, Tag
+from record.schema import PROFILE_FOLDER, ROLE_TRIAL, Metric, Tag
 from tests.reports.browser import dump_dom
 from tests.ui import START_TIMEOUT_S, free_port, get, start_ui
 
@@ -80,11 +80,22 @@ def _texts(dom: str) -> set[str]:
 def test_runs_table_lists_the_sweep_and_its_trials(served: Served, chromium: str) -> None:
     """The URL ``nas ui`` printed opens the runs table on the Model training side with the
     sweep's view: the parent run and each child run by name (arm and seed), each trial's
-    status, and the final validation loss column, without a click."""
+    status, its wiring, and the final validation loss column, without a click; the trials are
+    grouped by arm, each group's row showing its seeds' mean final validation loss."""
     texts = _texts(_page(served.runs_url, chromium, "runs-table"))
     names = {t.data.tags[Tag.ARM] + " seed " + t.data.tags[Tag.SEED] for t in served.trials}
     assert len(names) == len(served.trials) == 4 and {SWEEP, *names} <= texts, texts
-    assert {"final/val_loss", Tag.STATUS, "finished"} <= texts
+    assert {"final/val_loss", "model.residual", Tag.STATUS, "finished"} <= texts
+    shown = [float(t) for t in texts if re.fullmatch(r"\d+\.\d+", t)]
+    for arm in {t.data.tags[Tag.ARM] for t in served.trials}:
+        assert f"Group: {arm}" in texts, texts
+        seeds = [
+            t.data.metrics[Metric.FINAL_VAL_LOSS]
+            for t in served.trials
+            if t.data.tags[Tag.ARM] == arm
+        ]
+        mean = sum(seeds) / len(seeds)
+        assert any(abs(v - mean) < 1e-9 for v in shown), (arm, mean, shown)
 
 
 def test_trial_page_shows_its_description_and_dilution_figure(
