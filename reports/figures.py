@@ -127,6 +127,9 @@ def draw_loss_curves(done: pd.DataFrame, curves: pd.DataFrame) -> Any:
     return fig
 
 
+SEED_ALPHA = 0.5  # a seed's own line: visible over the band, fainter than the mean
+
+
 def _seed_lines(ax: Any, curves: pd.DataFrame, color: Any) -> None:
     """Each seed's own curve, faint, in its arm's colour, where the arm has more than one: a
     reader judges the noise from the curves faster than from a table (``seed_lines_caption``)."""
@@ -135,7 +138,7 @@ def _seed_lines(ax: Any, curves: pd.DataFrame, color: Any) -> None:
         return
     for _, run in runs:
         run = run.sort_values("step")
-        ax.plot(run["step"] + 1, run["value"], color=color, alpha=0.3, lw=0.7)
+        ax.plot(run["step"] + 1, run["value"], color=color, alpha=SEED_ALPHA, lw=0.8)
 
 
 def seed_lines_caption(done: pd.DataFrame) -> str:

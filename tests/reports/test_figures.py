@@ -10,6 +10,7 @@ import pytest
 
 from record.schema import Metric, Status
 from reports.figures import (
+    SEED_ALPHA,
     draw_compute_fits,
     draw_depth_scaling,
     draw_loss_curves,
@@ -116,6 +117,6 @@ def test_loss_curves_draw_each_seed_faintly_beside_the_mean() -> None:
     )
     fig = draw_loss_curves(data.view.comparable, curves)
     lines = fig.axes[0].get_lines()
-    faint = [line for line in lines if line.get_alpha() == 0.3]
+    faint = [line for line in lines if line.get_alpha() == SEED_ALPHA]
     assert len(lines) == 5 and len(faint) == 3
     assert sorted(tuple(line.get_ydata()) for line in faint) == [(4.0, 3.0), (5.0, 3.1), (6.0, 3.2)]
