@@ -23,7 +23,7 @@ from reports.power import (
     seeds_needed,
 )
 from reports.sections.cells import MAX_ROWS, fmt, fmt_diff
-from reports.stats import Comparison, first_step_alpha
+from reports.stats import Comparison, family_size, first_step_alpha
 from reports.sweep import SweepData
 
 SHOWN_SEEDS = 12  # an arm's seeds listed one by one; more are cut, and the cell says so
@@ -35,11 +35,14 @@ def seed_section(
     """``rows``: the results table's. None where no arm is compared with a baseline and no arm
     has two seeds."""
     compared = [r for r in rows if r.comparison is not None]
-    alpha = first_step_alpha([r.comparison for r in compared if r.comparison])
+    comparisons = [r.comparison for r in compared if r.comparison]
+    alpha = first_step_alpha(comparisons)
+    tested = family_size([c.p for c in comparisons])
     blocks: list[Block] = []
-    if any(r.comparison.n >= MIN_SEEDS for r in compared if r.comparison):
-        blocks += [_intro(effect, alpha, len(compared)), _table(compared, rows, effect, alpha)]
-        blocks.append(_caveat(min(len(r.seeds) for r in compared if len(r.seeds) >= MIN_SEEDS)))
+    estimated = [c.n for c in comparisons if c.n >= MIN_SEEDS]
+    if estimated:
+        blocks += [_intro(effect, alpha, tested), _table(compared, rows, effect, alpha)]
+        blocks.append(_caveat(min(estimated)))
     blocks += [_sentence(r, effect, alpha) for r in compared]
     blocks += _noisy(rows)
     if any(len(r.seeds) >= 2 for r in rows):

@@ -107,6 +107,24 @@ def test_fewer_than_three_seeds_say_the_noise_cannot_be_estimated() -> None:
     assert not any(isinstance(b, Table) and "MDE" in " ".join(b.columns) for b in section.blocks)
 
 
+def test_a_comparison_too_few_seeds_to_test_is_not_in_holms_family() -> None:
+    """An arm of one seed is not tested, so Holm's family is the one other comparison: α 0.05,
+    and its own sentence says the noise cannot be estimated."""
+    data = sweep(
+        _rows(
+            standard=(STANDARD[:3], {}),
+            block_attnres=(BLOCK_LOSSES[:3], BLOCK),
+            attnres=(FULL_LOSSES[:1], FULL),
+        )
+    )
+    section, _ = _section(data)
+    table = next(b for b in section.blocks if isinstance(b, Table) and "MDE" in " ".join(b.columns))
+    assert "α = 0.05 (Holm's first step)" in table.caption
+    assert "Holm's first step over the 1 comparison the results table tests" in _texts(section)[0]
+    (single,) = [t for t in _texts(section) if t.startswith("`attnres` vs")]
+    assert "from 1 seed: the seed noise cannot be estimated" in single
+
+
 def test_unpaired_comparison_shows_each_arms_sd() -> None:
     """Different seed sets: Welch's test, the noise shown per arm, sized from their RMS sd."""
     data = sweep(
