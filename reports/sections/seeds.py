@@ -43,7 +43,9 @@ def seed_section(
     if estimated:
         blocks += [_intro(effect, alpha, tested), _table(compared, rows, effect, alpha)]
         blocks.append(_caveat(min(estimated)))
-    blocks += [_sentence(r, effect, alpha) for r in compared]
+    blocks += [_sentence(r, effect, alpha) for r in compared[:MAX_ROWS]]
+    if len(compared) > MAX_ROWS:
+        blocks.append(Paragraph(f"(The first {MAX_ROWS} of {len(compared)} comparisons.)"))
     blocks += _noisy(rows)
     if any(len(r.seeds) >= 2 for r in rows):
         blocks.append(_each_seed(data.view.comparable, rows))
