@@ -4,11 +4,13 @@ from its MLflow record, also logged to the sweep's parent run."""
 from __future__ import annotations
 
 import argparse
+import math
 from pathlib import Path
 from typing import Any
 
 from record.redact import redact
 from reports.plans import PLAN_CHOICES
+from reports.power import DEFAULT_EFFECT
 from reports.write import FORMATS
 
 DEFAULT_FORMATS = "html,md"
@@ -52,12 +54,33 @@ def add_report_parser(sub: Any) -> None:
         "invocation's plan (latest; refused for a sweep that recorded no plans)",
     )
     p.add_argument(
+        "--effect",
+        type=effect,
+        default=DEFAULT_EFFECT,
+        help="the difference in final validation loss (nats, > 0) the report sizes seeds for: "
+        "how many seeds per arm would detect it with 80%% power (default %(default)s, the "
+        "smallest gain of Block AttnRes over PreNorm that the AttnRes paper reports)",
+    )
+    p.add_argument(
         "--tracking-uri",
         action="append",
         help="MLflow store (default: MLFLOW_TRACKING_URI or ./mlflow.db); once for every "
         "sweep, or once per sweep in the same order",
     )
     p.set_defaults(run=run_report)
+
+
+def effect(text: str) -> float:
+    """``--effect``: a finite number of nats above 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: give a difference in nats above 0 (e.g. {DEFAULT_EFFECT})"
+        )
+    return value
 
 
 def _formats(text: str) -> list[str]:
@@ -114,7 +137,7 @@ def run_report(args: argparse.Namespace) -> int:
     from reports.build import build_report
     from reports.write import write_report
 
-    document = build_report(data, args.baseline)
+    document = build_report(data, args.baseline, args.effect)
     default = Path("nas-reports") / "+".join(dict.fromkeys(name for name, _ in where))
     out = (args.out or default).resolve()
     written = write_report(document, out, formats)

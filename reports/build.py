@@ -5,17 +5,21 @@ from __future__ import annotations
 
 from reports import sections
 from reports.document import Document, Section
+from reports.power import DEFAULT_EFFECT
 from reports.sweep import SweepData
 from reports.tidy import csv_files
 
 
-def build_report(data: SweepData, baseline: str | None = None) -> Document:
+def build_report(
+    data: SweepData, baseline: str | None = None, effect: float = DEFAULT_EFFECT
+) -> Document:
     """Pure: the same data give the same document. Raises ValueError for an unknown
-    ``baseline`` arm."""
+    ``baseline`` arm. ``effect``: the difference (nats) the seeds section sizes seeds for."""
     results, rows = sections.main_table(data, baseline)
     parts: list[Section | None] = [
         sections.provenance(data),
         results,
+        sections.seed_section(data, rows, effect),
         sections.lr_section(data),
         sections.transfer_section(data),
         sections.coordcheck_section(data),

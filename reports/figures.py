@@ -70,10 +70,10 @@ def _image(fig: Any) -> Image:
 MIN_SEEDS_FOR_INTERVAL = 3
 
 
-def _band(ax: Any, x: np.ndarray, groups: Sequence[np.ndarray], label: str) -> None:
+def _band(ax: Any, x: np.ndarray, groups: Sequence[np.ndarray], label: str) -> Any:
     """Mean line over seeds with a band: the 95% interval where every point has at least
     ``MIN_SEEDS_FOR_INTERVAL`` seeds, otherwise the seeds' range (min to max; none with one
-    seed). ``spread_caption`` says which."""
+    seed). ``spread_caption`` says which. Returns the line's colour."""
     stats = [mean_ci(list(g)) for g in groups]
     mean = np.array([s.mean for s in stats])
     (line,) = ax.plot(x, mean, marker=".", label=label)
@@ -85,6 +85,7 @@ def _band(ax: Any, x: np.ndarray, groups: Sequence[np.ndarray], label: str) -> N
         high = np.array([np.max(g) if len(g) else np.nan for g in groups])
     if np.isfinite(high - low).any() and np.nanmax(high - low) > 0:
         ax.fill_between(x, low, high, alpha=0.2, color=line.get_color())
+    return line.get_color()
 
 
 def spread_caption(done: pd.DataFrame) -> str:
@@ -104,6 +105,13 @@ def spread_caption(done: pd.DataFrame) -> str:
 
 def loss_curves(done: pd.DataFrame, curves: pd.DataFrame) -> Image | None:
     """Each arm's validation loss over training, over its comparable trials ``done``."""
+    fig = draw_loss_curves(done, curves)
+    return None if fig is None else _image(fig)
+
+
+def draw_loss_curves(done: pd.DataFrame, curves: pd.DataFrame) -> Any:
+    """``loss_curves``'s drawing (None where no curve was recorded): per arm the mean over
+    seeds with its band, and each seed faintly beside it."""
     data = curves[curves.metric == Metric.VAL_LOSS].merge(done[["run_id", "arm"]], on="run_id")
     if data.empty:
         return None
@@ -111,11 +119,34 @@ def loss_curves(done: pd.DataFrame, curves: pd.DataFrame) -> Image | None:
     ax = axes[0, 0]
     for arm, g in list(data.groupby("arm"))[:MAX_LINES]:
         steps = np.array(sorted(g["step"].unique()))
-        _band(ax, steps + 1, [g[g.step == s]["value"].to_numpy() for s in steps], str(arm))
+        color = _band(ax, steps + 1, [g[g.step == s]["value"].to_numpy() for s in steps], str(arm))
+        _seed_lines(ax, g, color)
     ax.set(xlabel="training step", ylabel="validation loss (nats/token)")
     ax.set_title("validation loss per arm (mean over seeds)")
     ax.legend(fontsize=7)
-    return _image(fig)
+    return fig
+
+
+SEED_ALPHA = 0.5  # a seed's own line: visible over the band, fainter than the mean
+
+
+def _seed_lines(ax: Any, curves: pd.DataFrame, color: Any) -> None:
+    """Each seed's own curve, faint, in its arm's colour, where the arm has more than one: a
+    reader judges the noise from the curves faster than from a table (``seed_lines_caption``)."""
+    runs = list(curves.groupby("run_id"))
+    if len(runs) < 2:
+        return
+    for _, run in runs:
+        run = run.sort_values("step")
+        ax.plot(run["step"] + 1, run["value"], color=color, alpha=SEED_ALPHA, lw=0.8)
+
+
+def seed_lines_caption(done: pd.DataFrame) -> str:
+    """What the loss curves' faint lines are, where an arm has more than one seed (``done``:
+    the comparable trials)."""
+    if not len(done) or done.groupby("arm")["seed"].nunique().max() < 2:
+        return ""
+    return " Faint lines: each seed of an arm with more than one."
 
 
 def depth_scaling(view: TrialView) -> Image | None:

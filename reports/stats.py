@@ -29,6 +29,8 @@ class Interval:
     """Half the interval's width; nan when ``n < 2`` (no spread to estimate)."""
     n: int
     """Number of finite values the interval rests on."""
+    sd: float = math.nan
+    """Standard deviation of the values (n − 1 in the denominator); nan when ``n < 2``."""
 
     @property
     def low(self) -> float:
@@ -58,6 +60,10 @@ class Comparison:
     """Pairs for the paired test; the smaller group's size otherwise."""
     p_adjusted: float = math.nan
     """``p`` after Holm's correction over the report's comparisons (``adjust``); nan until set."""
+    sd: float = math.nan
+    """The seed noise the test's standard error comes from: the standard deviation of the
+    per-seed differences (paired t), or the two arms' root-mean-square standard deviation,
+    ``sqrt((s_base² + s_other²) / 2)`` (Welch t); nan with too few seeds."""
 
 
 def _finite(values: Sequence[float]) -> np.ndarray:
@@ -78,9 +84,9 @@ def mean_ci(values: Sequence[float], level: float = 0.95) -> Interval:
     mean = float(x.mean())
     if n < 2:
         return Interval(mean, math.nan, n)
-    sem = float(x.std(ddof=1)) / math.sqrt(n)
+    sd = float(x.std(ddof=1))
     t_crit = float(stats.t.ppf(0.5 + level / 2, n - 1))
-    return Interval(mean, t_crit * sem, n)
+    return Interval(mean, t_crit * sd / math.sqrt(n), n, sd)
 
 
 def _degenerate(diff: float, test: TestName, n: int) -> Comparison:
@@ -88,7 +94,7 @@ def _degenerate(diff: float, test: TestName, n: int) -> Comparison:
     # catastrophic cancellation otherwise. The limits are clear, so state them: every seed
     # agrees exactly, so a nonzero diff is certain (p = 0, zero-width interval) and a zero diff
     # is no evidence of any difference (p = 1).
-    return Comparison(diff, diff, diff, 0.0 if diff != 0 else 1.0, test, n)
+    return Comparison(diff, diff, diff, 0.0 if diff != 0 else 1.0, test, n, sd=0.0)
 
 
 def _paired(baseline: Mapping[int, float], other: Mapping[int, float], level: float) -> Comparison:
@@ -102,7 +108,13 @@ def _paired(baseline: Mapping[int, float], other: Mapping[int, float], level: fl
     res = stats.ttest_1samp(d, 0.0)
     ci = res.confidence_interval(confidence_level=level)
     return Comparison(
-        float(d.mean()), float(ci.low), float(ci.high), float(res.pvalue), "paired t", len(d)
+        float(d.mean()),
+        float(ci.low),
+        float(ci.high),
+        float(res.pvalue),
+        "paired t",
+        len(d),
+        sd=float(d.std(ddof=1)),
     )
 
 
@@ -116,7 +128,8 @@ def _welch(base: np.ndarray, other: np.ndarray, level: float) -> Comparison:
     # ``other`` first so the statistic and its Welch–Satterthwaite interval are for other − base.
     res = stats.ttest_ind(other, base, equal_var=False)
     ci = res.confidence_interval(confidence_level=level)
-    return Comparison(diff, float(ci.low), float(ci.high), float(res.pvalue), "Welch t", n)
+    sd = math.sqrt((base.var(ddof=1) + other.var(ddof=1)) / 2)
+    return Comparison(diff, float(ci.low), float(ci.high), float(res.pvalue), "Welch t", n, sd=sd)
 
 
 def _drop_nan(values: Mapping[int, float]) -> dict[int, float]:
@@ -143,14 +156,27 @@ def compare(
     return Comparison(diff, math.nan, math.nan, math.nan, "too few seeds", min(len(b), len(o)))
 
 
+def family_size(pvalues: Sequence[float]) -> int:
+    """Holm's m: the comparisons that were tested (a nan p, too few seeds, is not one)."""
+    return int(np.count_nonzero(~np.isnan(np.asarray(pvalues, dtype=float))))
+
+
+def first_step_alpha(comparisons: Sequence[Comparison], alpha: float = 0.05) -> float:
+    """The level a comparison must pass at Holm's first step over ``comparisons`` (``adjust``'s
+    family): alpha / m, nan when none was tested. The smallest level any comparison can face,
+    and enough whatever the others show: a p at or below it is adjusted to at most alpha."""
+    m = family_size([c.p for c in comparisons])
+    return alpha / m if m else math.nan
+
+
 def holm(pvalues: Sequence[float]) -> list[float]:
     """Holm–Bonferroni adjusted p-values, in the input order. NaNs pass through and do not count
-    towards the family size m."""
+    towards the family size m (``family_size``)."""
     p = np.asarray(pvalues, dtype=float)
     out = np.full(len(p), math.nan)
     idx = np.flatnonzero(~np.isnan(p))
     order = idx[np.argsort(p[idx], kind="stable")]
-    m = len(order)
+    m = family_size(pvalues)
     # Step-down: the k-th smallest (0-based) is multiplied by m − k; the running maximum keeps
     # the adjusted values in the order of the raw ones, and nothing exceeds 1.
     scaled = p[order] * (m - np.arange(m))

@@ -17,6 +17,7 @@ from reports.sections.reference import reference_section
 from reports.sections.results import main_table
 from reports.sections.scaling import compute_section
 from reports.sections.search import search_section
+from reports.sections.seeds import seed_section
 
 __all__ = [
     "axis_effects",
@@ -30,5 +31,6 @@ __all__ = [
     "provenance",
     "reference_section",
     "search_section",
+    "seed_section",
     "transfer_section",
 ]

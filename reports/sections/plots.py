@@ -20,7 +20,8 @@ def figure_section(data: SweepData) -> Section | None:
             Figure(
                 "loss_curves",
                 curves.png,
-                f"Validation loss per arm over training (finished trials). {spread}",
+                f"Validation loss per arm over training (finished trials). {spread}"
+                + figures.seed_lines_caption(done),
                 curves.pdf,
             )
         )

@@ -1,13 +1,21 @@
 """The figures read where the numbers are drawn: the depth-scaling figure's divergence panel and
-survivors' loss per depth, and plain tick labels on a narrow log axis."""
+survivors' loss per depth, plain tick labels on a narrow log axis, and each seed's own loss
+curve drawn faintly beside its arm's mean."""
 
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 
-from record.schema import Status
-from reports.figures import draw_compute_fits, draw_depth_scaling, spread_caption
+from record.schema import Metric, Status
+from reports.figures import (
+    SEED_ALPHA,
+    draw_compute_fits,
+    draw_depth_scaling,
+    draw_loss_curves,
+    spread_caption,
+)
 from reports.stats import mean_ci
 from tests.reports.frames import sweep, trial
 
@@ -91,3 +99,24 @@ def test_two_seeds_are_drawn_as_their_range_three_as_an_interval() -> None:
     assert "no band" in captions[0]
     assert "range of the seeds" in captions[1] and "Student-t" in captions[2]
     assert "range" not in captions[2]
+
+
+def test_loss_curves_draw_each_seed_faintly_beside_the_mean() -> None:
+    """An arm of three seeds: its mean line and three faint lines, each a seed's own curve; an
+    arm of one seed: the mean only."""
+    rows = [trial("standard", s, 3.0) for s in range(3)] + [
+        trial("block_attnres", 0, 2.9, model__residual="block_attnres")
+    ]
+    data = sweep(rows)
+    curves = pd.DataFrame(
+        [
+            {"run_id": r["run_id"], "metric": Metric.VAL_LOSS, "step": step, "value": v}
+            for i, r in enumerate(rows)
+            for step, v in ((0, 4.0 + i), (9, 3.0 + i / 10))
+        ]
+    )
+    fig = draw_loss_curves(data.view.comparable, curves)
+    lines = fig.axes[0].get_lines()
+    faint = [line for line in lines if line.get_alpha() == SEED_ALPHA]
+    assert len(lines) == 5 and len(faint) == 3
+    assert sorted(tuple(line.get_ydata()) for line in faint) == [(4.0, 3.0), (5.0, 3.1), (6.0, 3.2)]

@@ -1,0 +1,224 @@
+"""The seeds section: what the seeds run could detect, comparison by comparison (the seed noise,
+the minimum detectable effect, the seeds an effect would need, ``reports.power``), the arms
+whose seeds spread more than the others', and each seed's final loss, so that an outlier seed
+is seen rather than averaged away."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from record.schema import Metric
+from reports.ablation import ArmRow
+from reports.document import Block, Paragraph, Section, Table
+from reports.power import (
+    DEFAULT_EFFECT,
+    MIN_SEEDS,
+    POWER,
+    SEEDS_CAP,
+    mde,
+    noisy_arms,
+    sd_range,
+    seeds_needed,
+)
+from reports.sections.cells import MAX_ROWS, fmt, fmt_diff
+from reports.stats import Comparison, family_size, first_step_alpha
+from reports.sweep import SweepData
+
+SHOWN_SEEDS = 12  # an arm's seeds listed one by one; more are cut, and the cell says so
+
+
+def seed_section(
+    data: SweepData, rows: list[ArmRow], effect: float = DEFAULT_EFFECT
+) -> Section | None:
+    """``rows``: the results table's. None where no arm is compared with a baseline and no arm
+    has two seeds."""
+    compared = [r for r in rows if r.comparison is not None]
+    comparisons = [r.comparison for r in compared if r.comparison]
+    alpha = first_step_alpha(comparisons)
+    tested = family_size([c.p for c in comparisons])
+    blocks: list[Block] = []
+    estimated = [c.n for c in comparisons if c.n >= MIN_SEEDS]
+    if estimated:
+        blocks += [_intro(effect, alpha, tested), _table(compared, rows, effect, alpha)]
+        blocks.append(_caveat(min(estimated)))
+    blocks += [_sentence(r, effect, alpha) for r in compared[:MAX_ROWS]]
+    if len(compared) > MAX_ROWS:
+        blocks.append(Paragraph(f"(The first {MAX_ROWS} of {len(compared)} comparisons.)"))
+    blocks += _noisy(rows)
+    if any(len(r.seeds) >= 2 for r in rows):
+        blocks.append(_each_seed(data.view.comparable, rows))
+    if not blocks:
+        return None
+    return Section("Seeds: noise and what this sweep could detect", tuple(blocks))
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.0f}%"
+
+
+def _intro(effect: float, alpha: float, m: int) -> Paragraph:
+    why = (
+        " (the default: the smallest gain of Block AttnRes over the PreNorm baseline that the "
+        "AttnRes paper reports, Table 2, at 194M–528M parameters)"
+        if effect == DEFAULT_EFFECT
+        else " (`--effect`)"
+    )
+    return Paragraph(
+        "What each comparison's seeds could detect. The seed noise is the standard deviation of "
+        "the per-seed differences where the comparison is paired, and of each arm's seeds where "
+        "it is not (Welch). The minimum detectable effect (MDE) is the smallest |Δ| that the "
+        f"comparison's two-sided t-test detects with {_pct(POWER)} probability at the seeds "
+        "run, from the noncentral t distribution; the seeds needed are the fewest seeds per arm "
+        f"that would detect |Δ| = {effect:g} nats{why} with the same probability. Both use "
+        f"α = {_alpha(alpha)}, Holm's first step over the {m} comparison{'s' if m != 1 else ''} "
+        "the results table tests: the strictest level a comparison can face, and one that "
+        "suffices whatever the others show (a p at or below it stays below 0.05 after Holm's "
+        "correction). Unpaired comparisons are sized for Student's two-sample t; Welch's test, "
+        "which they run, has less power at few seeds (in simulation, 70% where Student's has 80% "
+        "at 3 seeds per arm and α = 0.05), so there the MDE understates."
+    )
+
+
+def _alpha(alpha: float) -> str:
+    return f"{alpha:.3g}" if math.isfinite(alpha) else "—"
+
+
+def _caveat(n: int) -> Paragraph:
+    low, high = sd_range(n)
+    return Paragraph(
+        f"The noise is estimated from the same seeds: from {n} seeds the true standard "
+        f"deviation lies between {low:.2f} and {high:.2f} times the estimate (95%), and the MDE "
+        "and the seeds needed scale with it. They size the next sweep; they do not guarantee it.",
+        "note",
+    )
+
+
+def _noise(c: Comparison, rows: dict[str, ArmRow], r: ArmRow) -> str:
+    if c.n < MIN_SEEDS:
+        return f"not estimated ({c.n} seed{'s' if c.n != 1 else ''})"
+    if c.test == "paired t":
+        return f"{fmt(c.sd)} (differences)"
+    base = rows[r.baseline].final.sd if r.baseline in rows else math.nan
+    return f"{fmt(r.final.sd)} (arm), {fmt(base)} (baseline)"
+
+
+def _paired(c: Comparison) -> bool:
+    return c.test == "paired t"
+
+
+def _mde(c: Comparison, alpha: float) -> float:
+    if c.n < MIN_SEEDS or not math.isfinite(c.sd) or not math.isfinite(alpha):
+        return math.nan
+    return mde(c.sd, c.n, alpha, POWER, _paired(c))
+
+
+def _needed(c: Comparison, effect: float, alpha: float) -> int | None:
+    """Seeds per arm for ``effect``; None beyond ``SEEDS_CAP``. Never fewer than ``MIN_SEEDS``:
+    a sweep of fewer could not estimate its noise to say what it found."""
+    n = seeds_needed(c.sd, effect, alpha, POWER, _paired(c), SEEDS_CAP)
+    return None if n is None else max(n, MIN_SEEDS)
+
+
+def _needed_cell(c: Comparison, effect: float, alpha: float) -> str:
+    if c.n < MIN_SEEDS or not math.isfinite(c.sd) or not math.isfinite(alpha):
+        return "—"
+    n = _needed(c, effect, alpha)
+    return f"> {SEEDS_CAP}" if n is None else str(n)
+
+
+def _table(compared: list[ArmRow], rows: list[ArmRow], effect: float, alpha: float) -> Table:
+    by_arm = {r.arm: r for r in rows}
+    cells = []
+    for r in compared[:MAX_ROWS]:
+        c = r.comparison
+        assert c is not None
+        cells.append(
+            (
+                r.arm,
+                str(r.baseline),
+                str(c.n),
+                c.test,
+                _noise(c, by_arm, r),
+                fmt(_mde(c, alpha)),
+                _needed_cell(c, effect, alpha),
+            )
+        )
+    columns = (
+        "arm",
+        "baseline",
+        "seeds",
+        "test",
+        "seed noise (sd)",
+        f"MDE ({_pct(POWER)} power)",
+        f"seeds for |Δ| = {effect:g}",
+    )
+    caption = f"what each comparison could detect, at α = {_alpha(alpha)} (Holm's first step)"
+    if len(compared) > MAX_ROWS:
+        caption += f" (first {MAX_ROWS} of {len(compared)} comparisons)"
+    return Table(columns, tuple(cells), caption)
+
+
+def _sentence(r: ArmRow, effect: float, alpha: float) -> Paragraph:
+    """One sentence a reader can act on."""
+    c = r.comparison
+    assert c is not None
+    head = f"`{r.arm}` vs `{r.baseline}`: Δ {fmt_diff(c)}"
+    if c.n < MIN_SEEDS or not math.isfinite(c.sd) or not math.isfinite(alpha):
+        seeds = f"{c.n} seed{'s' if c.n != 1 else ''}"
+        return Paragraph(
+            f"{head} from {seeds}: the seed noise cannot be estimated from fewer than "
+            f"{MIN_SEEDS} seeds per arm, so this sweep cannot say what it could detect, nor how "
+            f"many seeds an effect of {effect:g} would need; run at least {MIN_SEEDS} "
+            f"(`--seeds {','.join(map(str, range(MIN_SEEDS)))}`)."
+        )
+    n = _needed(c, effect, alpha)
+    if n is None:
+        need = f"more than {SEEDS_CAP} seeds per arm would be needed to detect {effect:g}"
+    elif n <= c.n:
+        need = f"its {c.n} seeds already suffice to detect {effect:g}"
+    else:
+        need = f"about {n} seeds per arm would detect {effect:g}"
+    return Paragraph(
+        f"{head}; with {c.n} seeds this sweep could detect |Δ| ≥ {fmt(_mde(c, alpha))}; {need}."
+    )
+
+
+def _noisy(rows: list[ArmRow]) -> list[Paragraph]:
+    spreads = {r.arm: (r.final.sd, r.final.n) for r in rows}
+    found = noisy_arms(spreads)
+    return [
+        Paragraph(
+            f"`{arm}`'s seeds spread more than the other arms': sd {fmt(spreads[arm][0])} over "
+            f"{spreads[arm][1]} seeds, {ratio:.1f}× the other arms' pooled sd (F test, p {_p(p)} "
+            f"after Holm over the arms with at least {MIN_SEEDS} seeds). A noisy arm "
+            "is itself a finding: a wiring whose outcome depends on the seed trains less "
+            "reliably (at depth, often a sign of instability), and its comparisons can detect "
+            "less.",
+            "warning",
+        )
+        for arm, (ratio, p) in found.items()
+    ]
+
+
+def _p(p: float) -> str:
+    return "< 0.001" if p < 0.001 else f"= {p:.3f}"
+
+
+def _each_seed(done: pd.DataFrame, rows: list[ArmRow]) -> Table:
+    """Each arm's seeds with their final validation loss, in the results table's order."""
+    final = Metric.FINAL_VAL_LOSS
+    cells = []
+    for r in rows[:MAX_ROWS]:
+        g = done[done["arm"] == r.arm].sort_values("seed")
+        pairs = [f"{int(s)}: {fmt(float(v))}" for s, v in zip(g["seed"], g[final], strict=True)]
+        listed = ", ".join(pairs[:SHOWN_SEEDS])
+        if len(pairs) > SHOWN_SEEDS:
+            listed += f", … ({SHOWN_SEEDS} of {len(pairs)} shown)"
+        spread = r.final.sd
+        cells.append((r.arm, listed or "—", fmt(spread)))
+    caption = "each finished seed's final validation loss (seed: loss), and the sd over seeds"
+    if len(rows) > MAX_ROWS:
+        caption += f" (first {MAX_ROWS} of {len(rows)} arms)"
+    return Table(("arm", "final val loss by seed", "sd"), tuple(cells), caption)
