@@ -8,7 +8,13 @@ from pathlib import Path
 
 from record.schema import SEEDS_FILE, Metric, Tag
 from search_spaces.seed_choice import SeedRule, choose
-from tests.nas.test_campaign import _check_record, _finished_lines, _trials, _tune_dirs
+from tests.nas.test_campaign import (
+    _check_record,
+    _check_schema,
+    _finished_lines,
+    _trials,
+    _tune_dirs,
+)
 from tests.nas.test_seeds_campaign import PILOT
 from tests.nas.test_sweep import _sweep
 
@@ -24,13 +30,14 @@ def test_seeds_auto_runs_the_pilot_then_exactly_the_seeds_its_noise_asks_for(
 ) -> None:
     """The record holds the pilot (2 arms x seeds 0-2), the choice on the parent run (JSON and
     tag) equal to ``choose`` on the recorded pilot's paired differences, and exactly the extra
-    seeds it planned; the same command again runs nothing and writes no Tune experiment."""
+    seeds it planned, every tag and metric one the schema names; the same command again runs nothing and writes no Tune experiment."""
     space = tmp_path / "pilot.yaml"
     space.write_text(PILOT)
     first = _sweep(tmp_path, str(space), *ARGS)
     assert first.returncode == 0, first.stderr[-3000:]
     parents, trials, client = _trials(tmp_path, "auto")
     _check_record(trials, client)
+    _check_schema(tmp_path, "auto", parents, trials)
     state = json.loads(
         Path(client.download_artifacts(parents[0].info.run_id, SEEDS_FILE, tmp_path)).read_text()
     )
