@@ -25,7 +25,15 @@ from nas.spec import (
     trial_key,
     trial_label,
 )
-from record.schema import COMPARABLE, GRID_PARAM, SETTLED, STAGE_POINT_KEY, Metric, Tag
+from record.schema import (
+    COMPARABLE,
+    GRID_PARAM,
+    LR_STAGE_FILE,
+    SETTLED,
+    STAGE_POINT_KEY,
+    Metric,
+    Tag,
+)
 from search_spaces.lr_stage import Choice, LrStage, choose
 from search_spaces.space import (
     Cell,
@@ -76,6 +84,8 @@ class Campaign(ABC):
     asha_by_default: ClassVar[bool]
     # Whether the campaign has an Optuna study (``--study-storage`` may hold it).
     has_study: ClassVar[bool]
+    # The parent run's artifact that keeps what ``state()`` says
+    state_file: ClassVar[str] = LR_STAGE_FILE
 
     @classmethod
     @abstractmethod
@@ -140,7 +150,7 @@ class Campaign(ABC):
         return self
 
     def state(self) -> dict[str, Any]:
-        """What the campaign decided as it ran, kept on the parent run (``LR_STAGE_FILE``);
+        """What the campaign decided as it ran, kept on the parent run (``state_file``);
         empty where it decides nothing."""
         return {}
 

@@ -6,6 +6,8 @@ import argparse
 from typing import Any
 
 from nas.exits import exit_statuses
+from search_spaces.seed_choice import DEFAULT_MAX_SEEDS, SeedRule
+from trainers.power import DEFAULT_EFFECT
 
 
 def add_sweep_parser(sub: Any) -> None:
@@ -44,7 +46,26 @@ def add_sweep_parser(sub: Any) -> None:
         "stays the global batch and must divide by N (default 1: one process)",
     )
     p.add_argument("--max-steps", type=int, help="override train.max_steps for every trial")
-    p.add_argument("--seeds", help="comma-separated seeds, replacing the space's")
+    p.add_argument(
+        "--seeds",
+        help="comma-separated seeds, replacing the space's; or 'auto': the space's seeds (at "
+        "least 3) run as a pilot, whose noise alone (the sd of each arm's per-seed differences "
+        "from its baseline, never their mean) sets the seeds every arm then gets: the most any "
+        "comparison needs to detect --effect at 80%% power and Holm's first-step level, at most "
+        "--max-seeds; the choice is printed and kept on the parent run (seeds.json)",
+    )
+    p.add_argument(
+        "--effect",
+        metavar="NATS",
+        help=f"--seeds auto: the difference in final validation loss to detect (default "
+        f"{DEFAULT_EFFECT}, the smallest gain the AttnRes paper reports)",
+    )
+    p.add_argument(
+        "--max-seeds",
+        type=int,
+        metavar="N",
+        help=f"--seeds auto: the most seeds per arm (default {DEFAULT_MAX_SEEDS})",
+    )
     p.add_argument(
         "--set",
         dest="overrides",
@@ -111,8 +132,22 @@ def add_sweep_parser(sub: Any) -> None:
     p.set_defaults(run=run)
 
 
+def _seed_rule(args: argparse.Namespace) -> SeedRule | None:
+    """``--seeds auto``'s rule; ValueError for --effect or --max-seeds without it, or a bad one."""
+    if args.seeds != "auto":
+        if args.effect is not None or args.max_seeds is not None:
+            raise ValueError("--effect and --max-seeds size --seeds auto; give --seeds auto")
+        return None
+    try:
+        effect = DEFAULT_EFFECT if args.effect is None else float(args.effect)
+    except ValueError:
+        raise ValueError(f"--effect {args.effect!r}: give a positive number of nats") from None
+    cap = DEFAULT_MAX_SEEDS if args.max_seeds is None else args.max_seeds
+    return SeedRule(effect=effect, cap=cap)
+
+
 def _seeds(text: str | None) -> tuple[int, ...] | None:
-    if not text:
+    if not text or text == "auto":
         return None
     try:
         return tuple(int(s) for s in text.split(","))
@@ -145,6 +180,7 @@ def options(args: argparse.Namespace) -> Any:
         workers_per_trial=args.workers_per_trial,
         max_steps=args.max_steps,
         seeds=_seeds(args.seeds),
+        seed_rule=_seed_rule(args),
         overrides=tuple(args.overrides),
         scheduler={"none": "fifo"}.get(args.scheduler, args.scheduler),
         tracking_uri=args.tracking_uri,

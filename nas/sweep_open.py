@@ -34,7 +34,7 @@ from nas.tracking import (
 from nas.trial import SweepContext
 from record.client import unopenable
 from record.redact import redact
-from record.schema import LR_STAGE_FILE, SKIPPED_FILE, SPACE_FILE, Tag
+from record.schema import SKIPPED_FILE, SPACE_FILE, Tag
 from trainers.config import flatten
 
 
@@ -48,7 +48,7 @@ def begin(
     stored = _stored(uri, p)
     if stored is not None and not opts.restart:
         p = replace(p, campaign=p.campaign.given(stored.trials))
-        reason = p.campaign.refuses(_stored_state(stored)) or conflicts(
+        reason = p.campaign.refuses(_stored_state(stored, p.campaign.state_file)) or conflicts(
             stored, flatten(p.base), p.specs
         )
         if reason:
@@ -88,7 +88,7 @@ def log_state(record: SweepRecord, campaign: Campaign) -> None:
     nothing for a campaign that decides nothing."""
     state = campaign.state()
     if state:
-        log_sweep_text(record, json.dumps(state, indent=1, sort_keys=True), LR_STAGE_FILE)
+        log_sweep_text(record, json.dumps(state, indent=1, sort_keys=True), campaign.state_file)
         tag_sweep(record, campaign.state_tags())
 
 
@@ -102,13 +102,14 @@ def log_progress(record: SweepRecord, p: Plan) -> None:
         print(line)
 
 
-def _stored_state(stored: StoredSweep) -> dict[str, Any]:
-    """The campaign state the stored sweep's parent run keeps; empty where it has none."""
-    text = sweep_text(stored.record, LR_STAGE_FILE)
+def _stored_state(stored: StoredSweep, name: str) -> dict[str, Any]:
+    """The campaign state the stored sweep's parent run keeps in ``name``; empty where it has
+    none."""
+    text = sweep_text(stored.record, name)
     try:
         return dict(json.loads(text)) if text else {}
     except ValueError:
-        raise ValueError(f"the stored {LR_STAGE_FILE} is not JSON; use --restart") from None
+        raise ValueError(f"the stored {name} is not JSON; use --restart") from None
 
 
 def _archive(folder: Path) -> None:

@@ -17,6 +17,7 @@ from record.client import writer_store
 from record.redact import redact
 from record.stores import check_store
 from search_spaces import Space, get_space
+from search_spaces.seed_choice import SeedRule
 from search_spaces.space import Skipped
 from trainers.budget import budgeted
 from trainers.config import RunConfig
@@ -34,6 +35,7 @@ class SweepOptions:
     workers_per_trial: int = 1  # > 1: each trial data-parallel over this many Ray Train workers
     max_steps: int | None = None
     seeds: tuple[int, ...] | None = None
+    seed_rule: SeedRule | None = None  # --seeds auto: a pilot, then the seeds its noise asks for
     overrides: tuple[str, ...] = ()
     scheduler: str = "auto"  # auto: ASHA for searches, none for grids
     tracking_uri: str | None = None
@@ -89,7 +91,7 @@ def plan(opts: SweepOptions) -> Plan:
         space = replace(space, trials=opts.trials)
     space_base, base, flat = under_settings(space.base, opts.overrides, opts.max_steps)
     space = replace(space, base=space_base)
-    campaign = campaign_of(space, base)
+    campaign = _campaign(space, base, opts.seed_rule)
     if not campaign.total:
         reasons = "; ".join(sorted({s.reason for s in campaign.skipped}))
         raise ValueError(f"space {space.name!r} has no valid configuration ({reasons})")
@@ -125,6 +127,15 @@ def plan(opts: SweepOptions) -> Plan:
     _check_address(opts.address or os.environ.get("RAY_ADDRESS"))
     store = writer_store(opts.tracking_uri)
     return Plan(campaign, name, storage, store.uri, store.exists)
+
+
+def _campaign(space: Space, base: RunConfig, rule: SeedRule | None) -> Campaign:
+    """The space's campaign, or with ``--seeds auto`` a pilot that sizes its seeds."""
+    if rule is None:
+        return campaign_of(space, base)
+    from nas.seeds_campaign import AutoSeedsCampaign
+
+    return AutoSeedsCampaign.sized(space, base, rule)
 
 
 def _check_workers(workers: int, base: RunConfig, specs: Sequence[TrialSpec]) -> None:

@@ -86,6 +86,8 @@ class Tag:
     # parent, a tuned grid (search_spaces.lr_stage): one tag per arm, this prefix + the arm's
     # label (characters MLflow refuses in a tag name as "_") -> the learning rate it was picked
     CHOSEN_PREFIX = "nas.lr_stage."
+    # parent, a --seeds auto sweep (search_spaces.seed_choice): the seeds per arm it chose
+    SEEDS_AUTO = "nas.seeds_auto"
 
 
 ROLE_SWEEP, ROLE_TRIAL = "sweep", "trial"
@@ -217,6 +219,9 @@ PLANS_FOLDER = "plans"  # one JSON file per invocation: command, space, trial ke
 # A tuned grid's learning-rate stage (JSON): the field, its grid and seeds, and per arm the
 # stage's trial keys by value, the curve (value -> mean final val loss), the choice and warnings
 LR_STAGE_FILE = "lr_stage.json"
+# A --seeds auto sweep's choice (JSON): its inputs (pilot seeds, effect, power, cap) and, once the
+# pilot is settled, per comparison its pilot pairs, their sd and the seeds it needs, and the count
+SEEDS_FILE = "seeds.json"
 # In the point of a learning-rate stage's trial (hashed into its key, never applied): the
 # marker that keeps it apart from the final-stage trial of the same arm, value and seed
 STAGE_POINT_KEY = "nas.stage"

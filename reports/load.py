@@ -21,6 +21,7 @@ from record.schema import (
     LR_STAGE_FILE,
     PLANS_FOLDER,
     PROFILE_FOLDER,
+    SEEDS_FILE,
     SKIPPED_FILE,
     SPACE_FILE,
     Metric,
@@ -72,6 +73,7 @@ def load_sweep(uri: str, name: str) -> SweepData:
         plans=[plan for found in plans.values() for plan in found],
         superseded=len(every) - len(parents),
         lr_stage=_yaml_artifact(latest, LR_STAGE_FILE),
+        seeds_auto=_yaml_artifact(latest, SEEDS_FILE),
         coordchecks=_coordchecks(latest),
     )
 

@@ -15,6 +15,8 @@ from typing import Literal
 
 import numpy as np
 
+from trainers.power import first_step_alpha as holm_first_step
+
 TestName = Literal["paired t", "Welch t", "too few seeds"]
 Verdict = Literal["better", "worse", "not significant", "too few seeds"]
 
@@ -165,8 +167,7 @@ def first_step_alpha(comparisons: Sequence[Comparison], alpha: float = 0.05) -> 
     """The level a comparison must pass at Holm's first step over ``comparisons`` (``adjust``'s
     family): alpha / m, nan when none was tested. The smallest level any comparison can face,
     and enough whatever the others show: a p at or below it is adjusted to at most alpha."""
-    m = family_size([c.p for c in comparisons])
-    return alpha / m if m else math.nan
+    return holm_first_step(alpha, family_size([c.p for c in comparisons]))
 
 
 def holm(pvalues: Sequence[float]) -> list[float]:

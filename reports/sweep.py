@@ -103,6 +103,8 @@ class SweepData:
     sweeps: tuple[str, ...] = ()
     # a tuned grid's learning-rate stage as recorded (``LR_STAGE_FILE``); None for other sweeps
     lr_stage: dict[str, Any] | None = None
+    # a --seeds auto sweep's choice and its inputs as recorded (``SEEDS_FILE``); None for others
+    seeds_auto: dict[str, Any] | None = None
     coordchecks: tuple[RecordedCoordCheck, ...] = ()
     view: TrialView = field(init=False, repr=False, compare=False)
 

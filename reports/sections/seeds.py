@@ -6,6 +6,7 @@ is seen rather than averaged away."""
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pandas as pd
 
@@ -38,7 +39,7 @@ def seed_section(
     comparisons = [r.comparison for r in compared if r.comparison]
     alpha = first_step_alpha(comparisons)
     tested = family_size([c.p for c in comparisons])
-    blocks: list[Block] = []
+    blocks: list[Block] = [] if data.seeds_auto is None else [_chosen(data.seeds_auto)]
     estimated = [c.n for c in comparisons if c.n >= MIN_SEEDS]
     if estimated:
         blocks += [_intro(effect, alpha, tested), _table(compared, rows, effect, alpha)]
@@ -79,6 +80,29 @@ def _intro(effect: float, alpha: float, m: int) -> Paragraph:
         "which they run, has less power at few seeds (in simulation, 70% where Student's has 80% "
         "at 3 seeds per arm and α = 0.05), so there the MDE understates."
     )
+
+
+def _chosen(state: dict[str, Any]) -> Paragraph:
+    """How ``nas sweep --seeds auto`` chose the seeds, from its record (``SEEDS_FILE``)."""
+    pilot = len(state.get("pilot_seeds", []))
+    if "seeds" not in state:
+        return Paragraph(f"`--seeds auto`: the pilot of {pilot} seeds has not settled yet.", "note")
+    needs = "; ".join(_need(arm, c) for arm, c in state["comparisons"].items())
+    return Paragraph(
+        f"`--seeds auto` chose {state['seeds']} seeds per arm from a pilot of {pilot}, from the "
+        "pilot's noise alone (never its Δ): the seeds each comparison needs to detect "
+        f"{state['effect']:g} nats at {_pct(state['power'])} power and α = "
+        f"{_alpha(state['alpha_each'])} each, at most {state['max_seeds']} ({needs}).",
+        "note",
+    )
+
+
+def _need(arm: str, c: dict[str, Any]) -> str:
+    """One comparison's sizing as ``--seeds auto`` recorded it."""
+    if c["sd"] is None:
+        return f"{arm} vs {c['baseline']}: {c['n']} pairs, noise not estimated"
+    need = "over the cap" if c["needed"] is None else str(c["needed"])
+    return f"{arm} vs {c['baseline']}: sd {fmt(c['sd'])} over {c['n']} pairs, {need}"
 
 
 def _alpha(alpha: float) -> str:

@@ -32,6 +32,7 @@ TORCH_FREE_TRAINERS = {
     "trainers.coordcheck_table",
     "trainers.flops",
     "trainers.identity",
+    "trainers.power",
 }
 
 

@@ -180,3 +180,39 @@ def test_effect_flag_defaults_to_the_documented_value() -> None:
     parser = build_parser()
     assert parser.parse_args(["report", "x", "--effect", "0.05"]).effect == 0.05
     assert parser.parse_args(["report", "x"]).effect == 0.02
+
+
+def test_a_seeds_auto_sweep_gets_one_note_with_its_choice() -> None:
+    """A sweep that ``--seeds auto`` sized (its ``seeds.json``): one note with the seeds chosen,
+    the pilot, the effect, power, level and cap, and each comparison's sd and need."""
+    data = _data()
+    data = type(data)(**{**_fields(data), "seeds_auto": SEEDS_AUTO})
+    section, _ = _section(data)
+    notes = [t for t in _texts(section) if t.startswith("`--seeds auto`")]
+    assert notes == [
+        "`--seeds auto` chose 4 seeds per arm from a pilot of 3, from the pilot's noise alone "
+        "(never its Δ): the seeds each comparison needs to detect 0.005 nats at 80% power and "
+        "α = 0.025 each, at most 5 (block_attnres vs standard: sd 0.0023 over 3 pairs, 4; "
+        "attnres vs standard: sd 0.0400 over 3 pairs, over the cap)."
+    ]
+
+
+SEEDS_AUTO = {
+    "pilot_seeds": [0, 1, 2],
+    "effect": 0.005,
+    "power": 0.8,
+    "alpha": 0.05,
+    "alpha_each": 0.025,
+    "max_seeds": 5,
+    "seeds": 4,
+    "comparisons": {
+        "block_attnres": {"baseline": "standard", "n": 3, "sd": 0.0023, "needed": 4},
+        "attnres": {"baseline": "standard", "n": 3, "sd": 0.04, "needed": None},
+    },
+}
+
+
+def _fields(data: Any) -> dict[str, Any]:
+    import dataclasses
+
+    return {f.name: getattr(data, f.name) for f in dataclasses.fields(data) if f.init}
