@@ -104,14 +104,9 @@ def _pilot_losses(pilot: tuple[TrialSpec, ...], recorded: Recorded) -> dict[str,
 
 
 def is_baseline(model: ModelConfig) -> bool:
-    """The standard/pre wiring, plain attention, no norm scaling: the arm others are compared
-    with in their context (the rule ``reports.ablation.is_baseline`` applies to the record)."""
-    return (
-        model.residual == "standard"
-        and model.placement == "pre"
-        and model.norm_scaling == "none"
-        and model.attention == "standard"
-    )
+    """The arm others are compared with in their context (``catalogue.BASELINE``, which the
+    report applies to the record too)."""
+    return catalogue.is_baseline(lambda key: getattr(model, key.removeprefix("model.")))
 
 
 def _context(spec: TrialSpec) -> tuple[tuple[str, str], ...]:

@@ -24,7 +24,6 @@ from trainers.config import MODEL_DEFAULTS, balanced_partition
 # Everything else that varies (depth, width, lr...) is context, and an arm is compared with the
 # baseline wiring in the same context.
 WIRING_KEYS = tuple(f"model.{name}" for name in catalogue.wiring_fields())
-BASELINE_WIRING = {"model.residual": "standard", "model.placement": "pre"}
 DEPTH_KEY = "model.n_layers"
 RESIDUAL_KEY = "model.residual"
 
@@ -118,11 +117,7 @@ def _all_budgeted(trials: pd.DataFrame) -> bool:
 
 
 def is_baseline(row: pd.Series) -> bool:
-    return (
-        all(str(row.get(k)) == v for k, v in BASELINE_WIRING.items())
-        and str(recorded(row, "model.norm_scaling")) == "none"
-        and str(recorded(row, "model.attention")) == "standard"
-    )
+    return catalogue.is_baseline(lambda key: recorded(row, key))
 
 
 def wiring_names(arm: str, row: pd.Series, context: list[str]) -> set[str]:

@@ -618,6 +618,22 @@ SWITCHES: tuple[Switch, ...] = (
 )
 
 
+# The arm every other is compared with in its context (the report's baseline, the pairs that
+# size an auto-seeds sweep): plain pre-norm, standard attention, no norm scaling; as the
+# record's dotted params spell its fields.
+BASELINE = {
+    "model.residual": "standard",
+    "model.placement": "pre",
+    "model.norm_scaling": "none",
+    "model.attention": "standard",
+}
+
+
+def is_baseline(value: Callable[[str], object]) -> bool:
+    """Whether the configuration whose dotted fields ``value`` reads is ``BASELINE``."""
+    return all(str(value(key)) == wanted for key, wanted in BASELINE.items())
+
+
 def wiring(name: str) -> Wiring:
     """The catalogue entry of residual ``name`` (a ``KeyError`` names an unknown one)."""
     return {w.name: w for w in WIRINGS}[name]
