@@ -23,7 +23,7 @@ from trainers.config import MODEL_DEFAULTS, balanced_partition
 # The wiring: what makes a residual design (the catalogue's axes and every field an entry owns).
 # Everything else that varies (depth, width, lr...) is context, and an arm is compared with the
 # baseline wiring in the same context.
-WIRING_KEYS = tuple(f"model.{name}" for name in catalogue.wiring_fields())
+WIRING_KEYS = catalogue.wiring_keys()
 DEPTH_KEY = "model.n_layers"
 RESIDUAL_KEY = "model.residual"
 

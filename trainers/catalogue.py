@@ -710,6 +710,11 @@ def wiring_fields() -> tuple[str, ...]:
     return (*AXES, *owners())
 
 
+def wiring_keys() -> tuple[str, ...]:
+    """``wiring_fields`` as the record's dotted params spell them (``model.<field>``)."""
+    return tuple(f"model.{name}" for name in wiring_fields())
+
+
 def arms() -> dict[str, dict[str, object]]:
     """Every entry's benchmark arms, by name, in catalogue order."""
     return {a.name: a.settings for e in (*WIRINGS, *ATTENTIONS) for a in e.arms}
