@@ -440,22 +440,30 @@ def _arm_of(spec: TrialSpec) -> str:
     return spec.arm.rpartition("/")[0]
 
 
+def settled_loss(spec: TrialSpec, recorded: Recorded) -> float | None:
+    """A trial's final validation loss as a stage compares it: inf where it did not finish
+    (diverged, timed out); None while the record has not settled it."""
+    trial = recorded.get(spec.key)
+    if trial is None or trial.status not in SETTLED:
+        return None
+    if trial.status not in COMPARABLE:
+        return math.inf
+    return float(trial.metrics.get(Metric.FINAL_VAL_LOSS, math.inf))
+
+
 def _stage_losses(
     param: str, specs: tuple[TrialSpec, ...], recorded: Recorded
 ) -> dict[str, dict[float, list[float]]]:
     """Each arm whose stage the record has settled: value -> each seed's final validation loss
-    (inf for a trial that did not finish: diverged, timed out). Arms with a trial unsettled
-    are left out."""
+    (``settled_loss``). Arms with a trial unsettled are left out."""
     out: dict[str, dict[float, list[float]]] = {}
     unsettled = set()
     for spec in specs:
-        arm, trial = _arm_of(spec), recorded.get(spec.key)
-        if trial is None or trial.status not in SETTLED:
+        arm, loss = _arm_of(spec), settled_loss(spec, recorded)
+        if loss is None:
             unsettled.add(arm)
             continue
-        finished = trial.status in COMPARABLE
-        loss = trial.metrics.get(Metric.FINAL_VAL_LOSS, math.inf) if finished else math.inf
-        out.setdefault(arm, {}).setdefault(spec.point[param], []).append(float(loss))
+        out.setdefault(arm, {}).setdefault(spec.point[param], []).append(loss)
     return {arm: losses for arm, losses in out.items() if arm not in unsettled}
 
 

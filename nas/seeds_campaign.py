@@ -6,20 +6,19 @@ never the Δ) and plans the extra seeds the largest need asks for, through the g
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
-from nas.campaign import GridCampaign, Recorded
+from nas.campaign import GridCampaign, Recorded, settled_loss
 from nas.spec import TrialSpec
-from record.schema import COMPARABLE, SEEDS_FILE, SETTLED, Metric, Tag
+from record.schema import SEEDS_FILE, Tag
 from search_spaces.seed_choice import SeedChoice, SeedRule, choose, lines
 from search_spaces.space import Space
 from trainers import catalogue
 from trainers.config import ModelConfig, RunConfig
 
-WIRING_KEYS = frozenset(f"model.{name}" for name in catalogue.wiring_fields())
+WIRING_KEYS = frozenset(catalogue.wiring_keys())
 
 
 @dataclass(frozen=True)
@@ -91,15 +90,14 @@ class AutoSeedsCampaign(GridCampaign):
 
 
 def _pilot_losses(pilot: tuple[TrialSpec, ...], recorded: Recorded) -> dict[str, float] | None:
-    """Each pilot trial's final validation loss (inf where it did not finish); None until the
-    record settles every one."""
+    """Each pilot trial's final validation loss (``settled_loss``: inf where it did not
+    finish); None until the record settles every one."""
     out = {}
     for spec in pilot:
-        trial = recorded.get(spec.key)
-        if trial is None or trial.status not in SETTLED:
+        loss = settled_loss(spec, recorded)
+        if loss is None:
             return None
-        loss = trial.metrics.get(Metric.FINAL_VAL_LOSS, math.inf)
-        out[spec.key] = float(loss) if trial.status in COMPARABLE else math.inf
+        out[spec.key] = loss
     return out
 
 
