@@ -56,10 +56,10 @@ def add_report_parser(sub: Any) -> None:
     p.add_argument(
         "--effect",
         type=effect,
-        default=DEFAULT_EFFECT,
         help="the difference in final validation loss (nats, > 0) the report sizes seeds for: "
-        "how many seeds per arm would detect it with 80%% power (default %(default)s, the "
-        "smallest gain of Block AttnRes over PreNorm that the AttnRes paper reports)",
+        "how many seeds per arm would detect it with 80%% power (default: the effect a "
+        f"`--seeds auto` sweep was sized for, else {DEFAULT_EFFECT}, the smallest gain of "
+        "Block AttnRes over PreNorm that the AttnRes paper reports)",
     )
     p.add_argument(
         "--tracking-uri",

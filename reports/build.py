@@ -5,16 +5,16 @@ from __future__ import annotations
 
 from reports import sections
 from reports.document import Document, Section
-from reports.power import DEFAULT_EFFECT
 from reports.sweep import SweepData
 from reports.tidy import csv_files
 
 
 def build_report(
-    data: SweepData, baseline: str | None = None, effect: float = DEFAULT_EFFECT
+    data: SweepData, baseline: str | None = None, effect: float | None = None
 ) -> Document:
     """Pure: the same data give the same document. Raises ValueError for an unknown
-    ``baseline`` arm. ``effect``: the difference (nats) the seeds section sizes seeds for."""
+    ``baseline`` arm. ``effect``: the difference (nats) the seeds section sizes seeds for; None:
+    the one a ``--seeds auto`` sweep recorded, else ``DEFAULT_EFFECT``."""
     results, rows = sections.main_table(data, baseline)
     parts: list[Section | None] = [
         sections.provenance(data),

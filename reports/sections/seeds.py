@@ -30,11 +30,11 @@ from reports.sweep import SweepData
 SHOWN_SEEDS = 12  # an arm's seeds listed one by one; more are cut, and the cell says so
 
 
-def seed_section(
-    data: SweepData, rows: list[ArmRow], effect: float = DEFAULT_EFFECT
-) -> Section | None:
-    """``rows``: the results table's. None where no arm is compared with a baseline and no arm
-    has two seeds."""
+def seed_section(data: SweepData, rows: list[ArmRow], given: float | None = None) -> Section | None:
+    """``rows``: the results table's; ``given``: the effect to size seeds for (``--effect``), else
+    the one the sweep's ``--seeds auto`` was sized for, else ``DEFAULT_EFFECT``. None where no
+    arm is compared with a baseline and no arm has two seeds."""
+    effect, why = _effect(data, given)
     compared = [r for r in rows if r.comparison is not None]
     comparisons = [r.comparison for r in compared if r.comparison]
     alpha = first_step_alpha(comparisons)
@@ -42,8 +42,10 @@ def seed_section(
     blocks: list[Block] = [] if data.seeds_auto is None else [_chosen(data.seeds_auto)]
     estimated = [c.n for c in comparisons if c.n >= MIN_SEEDS]
     if estimated:
-        blocks += [_intro(effect, alpha, tested), _table(compared, rows, effect, alpha)]
+        blocks += [_intro(effect, why, alpha, tested), _table(compared, rows, effect, alpha)]
         blocks.append(_caveat(min(estimated)))
+    if any(_paired(c) for c in comparisons):
+        blocks.append(PAIRING)
     blocks += [_sentence(r, effect, alpha) for r in compared[:MAX_ROWS]]
     if len(compared) > MAX_ROWS:
         blocks.append(Paragraph(f"(The first {MAX_ROWS} of {len(compared)} comparisons.)"))
@@ -59,13 +61,21 @@ def _pct(x: float) -> str:
     return f"{100 * x:.0f}%"
 
 
-def _intro(effect: float, alpha: float, m: int) -> Paragraph:
-    why = (
+def _effect(data: SweepData, given: float | None) -> tuple[float, str]:
+    """The effect the section sizes seeds for, and why that one: a report about a sweep that
+    ``--seeds auto`` sized answers the question the sweep was sized for unless told otherwise."""
+    if given is not None:
+        return given, " (`--effect`)"
+    recorded = (data.seeds_auto or {}).get("effect")
+    if recorded is not None:
+        return float(recorded), " (the effect this sweep's `--seeds auto` was sized for)"
+    return DEFAULT_EFFECT, (
         " (the default: the smallest gain of Block AttnRes over the PreNorm baseline that the "
         "AttnRes paper reports, Table 2, at 194M–528M parameters)"
-        if effect == DEFAULT_EFFECT
-        else " (`--effect`)"
     )
+
+
+def _intro(effect: float, why: str, alpha: float, m: int) -> Paragraph:
     return Paragraph(
         "What each comparison's seeds could detect. The seed noise is the standard deviation of "
         "the per-seed differences where the comparison is paired, and of each arm's seeds where "
@@ -107,6 +117,18 @@ def _need(arm: str, c: dict[str, Any]) -> str:
 
 def _alpha(alpha: float) -> str:
     return f"{alpha:.3g}" if math.isfinite(alpha) else "—"
+
+
+# What "paired by seed" pairs, as tests/trainers/test_seed_pairing.py and test_data.py check it.
+PAIRING = Paragraph(
+    "A paired test pairs each arm's seed with the baseline's same seed. A seed fixes the "
+    "training windows and their order (drawn from a generator of their own, so the same for "
+    "every arm of the same sequence length and batch) and the initial weights: under one seed "
+    "every wiring starts from the same values wherever it shares a parameter with the baseline "
+    "(DeepNorm excepted, whose rule rescales them); a wiring's own parameters start from its "
+    "own init. Pairs therefore differ by the wiring, not by their data or starting point.",
+    "note",
+)
 
 
 def _caveat(n: int) -> Paragraph:

@@ -6,6 +6,7 @@ refused."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 from typing import Any
@@ -16,10 +17,10 @@ import pytest
 from nas.cli import build_parser, main
 from reports.build import build_report
 from reports.document import Paragraph, Table
-from reports.power import POWER, mde, seeds_needed
+from reports.power import DEFAULT_EFFECT, POWER, mde, seeds_needed
 from reports.render_md import render_markdown
 from reports.sections.results import main_table
-from reports.sections.seeds import seed_section
+from reports.sections.seeds import PAIRING, seed_section
 from tests.reports.frames import sweep, trial
 
 BLOCK = {"model__residual": "block_attnres"}
@@ -175,11 +176,12 @@ def test_bad_effect_exits_2_with_one_line_and_writes_nothing(
     assert not out.exists() and list(tmp_path.iterdir()) == []
 
 
-def test_effect_flag_defaults_to_the_documented_value() -> None:
-    """``--effect`` parses a positive number; without it, 0.02."""
+def test_effect_flag_parses_a_number_and_leaves_the_default_to_the_report() -> None:
+    """``--effect`` parses a positive number; without it, None: the report takes the sweep's
+    recorded effect, else ``DEFAULT_EFFECT`` (the test above)."""
     parser = build_parser()
     assert parser.parse_args(["report", "x", "--effect", "0.05"]).effect == 0.05
-    assert parser.parse_args(["report", "x"]).effect == 0.02
+    assert parser.parse_args(["report", "x"]).effect is None
 
 
 def test_a_seeds_auto_sweep_gets_one_note_with_its_choice() -> None:
@@ -216,3 +218,30 @@ def _fields(data: Any) -> dict[str, Any]:
     import dataclasses
 
     return {f.name: getattr(data, f.name) for f in dataclasses.fields(data) if f.init}
+
+
+def test_the_effect_defaults_to_the_one_seeds_auto_sized_the_sweep_for() -> None:
+    """A sweep that ``--seeds auto`` sized for 0.1 is reported for 0.1 unless ``--effect`` says
+    otherwise, and the report says which one it used and why."""
+    data = dataclasses.replace(
+        _data(), seeds_auto={"pilot_seeds": [0, 1, 2], "effect": 0.1, "max_seeds": 5, "power": 0.8}
+    )
+    recorded, _ = render_markdown(build_report(data))
+    assert "would detect |Δ| = 0.1 nats (the effect this sweep's `--seeds auto` was sized for)" in (
+        recorded
+    )
+    given, _ = render_markdown(build_report(data, effect=0.03))
+    assert "would detect |Δ| = 0.03 nats (`--effect`)" in given
+    plain, _ = render_markdown(build_report(_data()))
+    assert f"would detect |Δ| = {DEFAULT_EFFECT:g} nats (the default" in plain
+
+
+def test_a_paired_comparison_says_what_a_seed_fixes() -> None:
+    section, _ = _section(_data())
+    assert PAIRING in section.blocks
+    unpaired = sweep(
+        [trial("standard", s, v) for s, v in enumerate(STANDARD[:3])]
+        + [trial("block_attnres", s + 10, v, **BLOCK) for s, v in enumerate(BLOCK_LOSSES[:3])]
+    )
+    section, _ = _section(unpaired)
+    assert PAIRING not in section.blocks

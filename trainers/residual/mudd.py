@@ -74,7 +74,9 @@ class DepthAggregate(nn.Module):
     def __init__(self, d: int, sources: int, streams: int, hidden: int, eps: float) -> None:
         super().__init__()
         self.streams, self.sources, self.eps = streams, sources, eps
-        self.w_in = nn.Parameter(torch.randn(d, hidden) / math.sqrt(d))  # W_1 ~ N(0, 1/d)
+        # W_1 ~ N(0, 1/d), drawn in Mudd.init_weights after the model's own init: a draw here
+        # would shift the generator under every shared weight, and seeds pair arms on them.
+        self.w_in = nn.Parameter(torch.empty(d, hidden))
         self.w_out = nn.Parameter(torch.zeros(hidden, streams * sources))  # W_2 = 0
         static = torch.zeros(streams, sources)
         static[:, -1] = 1.0  # every stream starts as the newest block output
@@ -119,6 +121,12 @@ class Mudd(Residual):
     @staticmethod
     def stream(cfg: ModelConfig) -> Stream:
         return MuddStream(cfg)
+
+    @staticmethod
+    def init_weights(model: nn.Module, cfg: ModelConfig) -> None:
+        for module in model.modules():
+            if isinstance(module, DepthAggregate):
+                nn.init.normal_(module.w_in, std=1 / math.sqrt(module.w_in.shape[0]))
 
     @staticmethod
     def inputs(cfg: ModelConfig, sublayer: int) -> int:
