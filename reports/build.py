@@ -16,6 +16,7 @@ def build_report(
     ``baseline`` arm. ``effect``: the difference (nats) the seeds section sizes seeds for; None:
     the one a ``--seeds auto`` sweep recorded, else ``DEFAULT_EFFECT``."""
     results, rows = sections.main_table(data, baseline)
+    sized, _ = sections.seeds_effect(data, effect)
     parts: list[Section | None] = [
         sections.provenance(data),
         results,
@@ -39,5 +40,5 @@ def build_report(
         f"Sweep report: {data.name}",
         tuple(p for p in parts if p is not None),
         subtitle=subtitle,
-        data_files=csv_files(data, rows),
+        data_files=csv_files(data, rows, sized),
     )

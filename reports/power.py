@@ -1,12 +1,14 @@
 """The report's side of power: the noisy-arm test, and (re-exported from ``trainers.power``,
 their one home, below both ``nas`` and ``reports``) the power of the report's t-tests, the minimum
-detectable effect and the seeds a given effect needs."""
+detectable effect and the seeds a given effect needs; and both for one of the report's
+comparisons, as its seeds section and ``arms.csv`` give them."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
 
+from reports.stats import Comparison
 from trainers.power import (
     DEFAULT_EFFECT,
     MIN_SEEDS,
@@ -24,12 +26,37 @@ __all__ = [
     "NOISY_RATIO",
     "POWER",
     "SEEDS_CAP",
+    "comparison_mde",
+    "comparison_seeds",
     "detection_power",
     "mde",
     "noisy_arms",
     "sd_range",
     "seeds_needed",
 ]
+
+
+def _estimable(c: Comparison, alpha: float) -> bool:
+    return c.n >= MIN_SEEDS and math.isfinite(c.sd) and math.isfinite(alpha)
+
+
+def comparison_mde(c: Comparison, alpha: float) -> float:
+    """The smallest |Δ| ``c``'s test detects with ``POWER`` at level ``alpha`` and its seeds;
+    nan under ``MIN_SEEDS`` seeds (the noise cannot be estimated) or when none was tested."""
+    if not _estimable(c, alpha):
+        return math.nan
+    return mde(c.sd, c.n, alpha, POWER, c.test == "paired t")
+
+
+def comparison_seeds(c: Comparison, effect: float, alpha: float) -> int | None:
+    """Seeds per arm for ``c``'s test to detect ``effect``; None beyond ``SEEDS_CAP`` or where
+    ``comparison_mde`` is nan. Never fewer than ``MIN_SEEDS``: a sweep of fewer could not
+    estimate its noise to say what it found."""
+    if not _estimable(c, alpha):
+        return None
+    n = seeds_needed(c.sd, effect, alpha, POWER, c.test == "paired t", SEEDS_CAP)
+    return None if n is None else max(n, MIN_SEEDS)
+
 
 # A noisy arm: its seeds' sd at least this many times the other arms' pooled sd, and more than
 # the other arms' variance by a one-sided F test at 5% after Holm over the arms tested. The

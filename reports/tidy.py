@@ -20,8 +20,9 @@ from reports.ablation import ArmRow
 from reports.document import DataFile
 from reports.merge import SWEEP_COLUMN
 from reports.normalize import PARAM_PREFIXES
+from reports.power import comparison_mde, comparison_seeds
 from reports.sections.cost import ArmCost, arm_costs
-from reports.stats import Interval
+from reports.stats import Interval, first_step_alpha
 from reports.sweep import TRIAL_COLUMNS, SweepData
 
 TRIALS_FILE = "trials.csv"
@@ -45,11 +46,12 @@ COST_COLUMNS = (
 )
 
 
-def csv_files(data: SweepData, rows: list[ArmRow]) -> tuple[DataFile, ...]:
-    """``trials.csv``, and ``arms.csv`` of the results table's ``rows`` (``arm_rows``)."""
+def csv_files(data: SweepData, rows: list[ArmRow], effect: float) -> tuple[DataFile, ...]:
+    """``trials.csv``, and ``arms.csv`` of the results table's ``rows`` (``arm_rows``), its
+    seeds sized for ``effect`` as the seeds section sizes them."""
     return (
         DataFile(TRIALS_FILE, _csv(trial_table(data))),
-        DataFile(ARMS_FILE, _csv(arm_table(data, rows))),
+        DataFile(ARMS_FILE, _csv(arm_table(data, rows, effect))),
     )
 
 
@@ -73,26 +75,56 @@ def trial_table(data: SweepData) -> pd.DataFrame:
     return table
 
 
-def arm_table(data: SweepData, rows: list[ArmRow]) -> pd.DataFrame:
+def arm_table(data: SweepData, rows: list[ArmRow], effect: float) -> pd.DataFrame:
     """One row per arm of the results table's ``rows`` (``arm_rows``), in its order: trials per
     status, each loss's mean, standard deviation and 95% interval over the finished seeds, the
-    comparison with the baseline, and the mean cost figures."""
+    comparison with the baseline and what its seeds could detect (the noise, the MDE at Holm's
+    first-step level, the seeds ``effect`` needs), and the mean cost figures."""
     columns = _arm_columns()
     if not rows:
         return pd.DataFrame(columns=columns)
     done = {str(a): g for a, g in data.view.comparable.groupby("arm")}
     costs = arm_costs(data.view, rows)
+    alpha = first_step_alpha([r.comparison for r in rows if r.comparison])
     records = [
-        _arm_record(r, c, done.get(r.arm, pd.DataFrame())) for r, c in zip(rows, costs, strict=True)
+        _arm_record(r, c, done.get(r.arm, pd.DataFrame())) | _power(r, effect, alpha)
+        for r, c in zip(rows, costs, strict=True)
     ]
     return pd.DataFrame.from_records(records, columns=columns)
+
+
+def _power(r: ArmRow, effect: float, alpha: float) -> dict[str, object]:
+    """The seeds section's numbers for ``r``'s comparison; none under 3 seeds (the noise cannot
+    be estimated) or without one."""
+    c = r.comparison
+    if c is None or math.isnan(mde := comparison_mde(c, alpha)):
+        return {}
+    return {
+        "noise_sd": c.sd,
+        "alpha": alpha,
+        "mde": mde,
+        "effect": effect,
+        # beyond the cap: inf, where an empty cell would read as "not estimated"
+        "seeds_needed": comparison_seeds(c, effect, alpha) or math.inf,
+    }
 
 
 def _arm_columns() -> list[str]:
     counts = [f"n_{s.value}" for s in Status]
     losses = [f"{name}_{stat}" for name in LOSSES for stat in ("mean", "std", "ci_low", "ci_high")]
     comparison = ["diff", "diff_ci_low", "diff_ci_high", "test", "p", "p_holm", "verdict"]
-    return ["arm", "baseline", "n_trials", "n_seeds", *counts, *losses, *comparison, *COST_COLUMNS]
+    power = ["noise_sd", "alpha", "mde", "effect", "seeds_needed"]
+    return [
+        "arm",
+        "baseline",
+        "n_trials",
+        "n_seeds",
+        *counts,
+        *losses,
+        *comparison,
+        *power,
+        *COST_COLUMNS,
+    ]
 
 
 def _std(done: pd.DataFrame, column: str) -> float:

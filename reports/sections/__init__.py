@@ -17,7 +17,7 @@ from reports.sections.reference import reference_section
 from reports.sections.results import main_table
 from reports.sections.scaling import compute_section
 from reports.sections.search import search_section
-from reports.sections.seeds import seed_section
+from reports.sections.seeds import seed_section, seeds_effect
 
 __all__ = [
     "axis_effects",
@@ -32,5 +32,6 @@ __all__ = [
     "reference_section",
     "search_section",
     "seed_section",
+    "seeds_effect",
     "transfer_section",
 ]

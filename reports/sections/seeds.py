@@ -18,10 +18,10 @@ from reports.power import (
     MIN_SEEDS,
     POWER,
     SEEDS_CAP,
-    mde,
+    comparison_mde,
+    comparison_seeds,
     noisy_arms,
     sd_range,
-    seeds_needed,
 )
 from reports.sections.cells import MAX_ROWS, fmt, fmt_diff
 from reports.stats import Comparison, family_size, first_step_alpha
@@ -34,7 +34,7 @@ def seed_section(data: SweepData, rows: list[ArmRow], given: float | None = None
     """``rows``: the results table's; ``given``: the effect to size seeds for (``--effect``), else
     the one the sweep's ``--seeds auto`` was sized for, else ``DEFAULT_EFFECT``. None where no
     arm is compared with a baseline and no arm has two seeds."""
-    effect, why = _effect(data, given)
+    effect, why = seeds_effect(data, given)
     compared = [r for r in rows if r.comparison is not None]
     comparisons = [r.comparison for r in compared if r.comparison]
     alpha = first_step_alpha(comparisons)
@@ -61,7 +61,7 @@ def _pct(x: float) -> str:
     return f"{100 * x:.0f}%"
 
 
-def _effect(data: SweepData, given: float | None) -> tuple[float, str]:
+def seeds_effect(data: SweepData, given: float | None) -> tuple[float, str]:
     """The effect the section sizes seeds for, and why that one: a report about a sweep that
     ``--seeds auto`` sized answers the question the sweep was sized for unless told otherwise."""
     if given is not None:
@@ -154,23 +154,10 @@ def _paired(c: Comparison) -> bool:
     return c.test == "paired t"
 
 
-def _mde(c: Comparison, alpha: float) -> float:
-    if c.n < MIN_SEEDS or not math.isfinite(c.sd) or not math.isfinite(alpha):
-        return math.nan
-    return mde(c.sd, c.n, alpha, POWER, _paired(c))
-
-
-def _needed(c: Comparison, effect: float, alpha: float) -> int | None:
-    """Seeds per arm for ``effect``; None beyond ``SEEDS_CAP``. Never fewer than ``MIN_SEEDS``:
-    a sweep of fewer could not estimate its noise to say what it found."""
-    n = seeds_needed(c.sd, effect, alpha, POWER, _paired(c), SEEDS_CAP)
-    return None if n is None else max(n, MIN_SEEDS)
-
-
 def _needed_cell(c: Comparison, effect: float, alpha: float) -> str:
     if c.n < MIN_SEEDS or not math.isfinite(c.sd) or not math.isfinite(alpha):
         return "—"
-    n = _needed(c, effect, alpha)
+    n = comparison_seeds(c, effect, alpha)
     return f"> {SEEDS_CAP}" if n is None else str(n)
 
 
@@ -187,7 +174,7 @@ def _table(compared: list[ArmRow], rows: list[ArmRow], effect: float, alpha: flo
                 str(c.n),
                 c.test,
                 _noise(c, by_arm, r),
-                fmt(_mde(c, alpha)),
+                fmt(comparison_mde(c, alpha)),
                 _needed_cell(c, effect, alpha),
             )
         )
@@ -219,7 +206,7 @@ def _sentence(r: ArmRow, effect: float, alpha: float) -> Paragraph:
             f"many seeds an effect of {effect:g} would need; run at least {MIN_SEEDS} "
             f"(`--seeds {','.join(map(str, range(MIN_SEEDS)))}`)."
         )
-    n = _needed(c, effect, alpha)
+    n = comparison_seeds(c, effect, alpha)
     if n is None:
         need = f"more than {SEEDS_CAP} seeds per arm would be needed to detect {effect:g}"
     elif n <= c.n:
@@ -227,7 +214,7 @@ def _sentence(r: ArmRow, effect: float, alpha: float) -> Paragraph:
     else:
         need = f"about {n} seeds per arm would detect {effect:g}"
     return Paragraph(
-        f"{head}; with {c.n} seeds this sweep could detect |Δ| ≥ {fmt(_mde(c, alpha))}; {need}."
+        f"{head}; with {c.n} seeds this sweep could detect |Δ| ≥ {fmt(comparison_mde(c, alpha))}; {need}."
     )
 
 

@@ -21,6 +21,7 @@ from reports.power import DEFAULT_EFFECT, POWER, mde, seeds_needed
 from reports.render_md import render_markdown
 from reports.sections.results import main_table
 from reports.sections.seeds import PAIRING, seed_section
+from reports.tidy import arm_table
 from tests.reports.frames import sweep, trial
 
 BLOCK = {"model__residual": "block_attnres"}
@@ -245,3 +246,21 @@ def test_a_paired_comparison_says_what_a_seed_fixes() -> None:
     )
     section, _ = _section(unpaired)
     assert PAIRING not in section.blocks
+
+
+def test_arms_csv_carries_the_seeds_sections_numbers() -> None:
+    """``arms.csv`` gives each comparison's noise, level, MDE and seeds needed, the numbers the
+    seeds section prints; an arm compared on 2 seeds leaves them empty (not estimated)."""
+    data = _data()
+    _, rows = main_table(data, None)
+    table = arm_table(data, rows, 0.02).set_index("arm")
+    c = next(r for r in rows if r.arm == "block_attnres").comparison
+    assert c is not None
+    block = table.loc["block_attnres"]
+    assert (block["noise_sd"], block["alpha"], block["effect"]) == (c.sd, 0.05 / 2, 0.02)
+    assert block["mde"] == pytest.approx(mde(c.sd, 4, 0.05 / 2, POWER, paired=True), rel=1e-12)
+    assert block["seeds_needed"] == seeds_needed(c.sd, 0.02, 0.05 / 2, POWER, paired=True)
+    assert math.isnan(table.loc["standard", "mde"])  # the baseline has no comparison
+    two = sweep(_rows(standard=(STANDARD[:2], {}), block_attnres=(BLOCK_LOSSES[:2], BLOCK)))
+    _, rows = main_table(two, None)
+    assert arm_table(two, rows, 0.02)[["noise_sd", "mde", "seeds_needed"]].isna().all().all()
