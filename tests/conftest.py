@@ -44,6 +44,7 @@ SLOW_MODULES = frozenset(
     for name in (
         "nas/test_sweep.py",
         "nas/test_campaign.py",
+        "nas/test_campaign_refusals.py",
         "nas/test_lr_stage_sweep.py",
         "nas/test_seeds_auto_sweep.py",
         "nas/test_postgres.py",
