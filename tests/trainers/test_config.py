@@ -103,6 +103,12 @@ def test_invalid_combinations_name_the_field_and_the_choices(residual: str, plac
         ({"residual": "attnres", "d_model": 96, "attnres_heads": 5}, "model.attnres_heads"),
         ({"residual": "attnres", "attnres_heads": 0}, "model.attnres_heads"),
         ({"residual": "attnres", "attnres_window": -1}, "model.attnres_window"),
+        ({"residual": "attnres", "attnres_sources": "states"}, "model.attnres_sources"),
+        # the coord check measured replacement routing only
+        (
+            {"residual": "attnres", "attnres_sources": "deltas", "parametrization": "mup"},
+            "model.parametrization",
+        ),
         (
             {"residual": "attnres", "attnres_query": "scalar", "attnres_key_norm": "none"},
             "model.attnres_key_norm",
