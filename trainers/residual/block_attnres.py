@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from torch import Tensor, nn
 
 from trainers.config import ModelConfig, balanced_partition
-from trainers.residual.attnres import AttnResSite, AttnResStream
 from trainers.residual import delta_attnres
+from trainers.residual.attnres import AttnResSite, AttnResStream
 from trainers.residual.base import RESIDUALS, Residual, Stream
 from trainers.residual.depth_attention import Schedule, Sources, mix
 

@@ -53,7 +53,7 @@ class DeltaState:
 
     def close_block(self, source: BlockSource) -> None:
         if self.block is not None:
-            self.sources.append(source(self))
+            self.sources.append(source(self.stream, self.block))
             self.block = None
 
     def add(self, y: Tensor) -> None:
@@ -61,11 +61,12 @@ class DeltaState:
         self.block = y if self.block is None else self.block + y
 
 
-BlockSource = Callable[[DeltaState], Tensor]  # what a completed block contributes as a source
+# What a completed block contributes as a source, from (h_end, the block's delta h_end - h_start).
+BlockSource = Callable[[Tensor, Tensor], Tensor]
 
 SOURCE_KINDS: Registry[BlockSource] = Registry("model.attnres_sources")
-SOURCE_KINDS.register("deltas")(lambda state: state.block)  # h_end - h_start
-SOURCE_KINDS.register("cumulative")(lambda state: state.stream)  # h_end
+SOURCE_KINDS.register("deltas")(lambda h_end, delta: delta)
+SOURCE_KINDS.register("cumulative")(lambda h_end, delta: h_end)
 
 
 def block_starts(cfg: ModelConfig) -> frozenset[int]:
