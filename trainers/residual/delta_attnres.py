@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 from torch import Tensor, nn
 
-from trainers.config import ModelConfig, balanced_partition
+from trainers.config import ModelConfig
 from trainers.registry import Registry
 from trainers.residual import probe
 from trainers.residual.base import Stream
@@ -70,9 +70,9 @@ SOURCE_KINDS.register("cumulative")(lambda h_end, delta: h_end)
 
 
 def block_starts(cfg: ModelConfig) -> frozenset[int]:
-    """Global sublayer indices that open a block, sublayer 0 excluded: every one for Full."""
-    n_blocks = cfg.attnres_blocks if cfg.residual == "block_attnres" else cfg.n_sublayers
-    return frozenset(itertools.accumulate(balanced_partition(cfg.n_sublayers, n_blocks)[:-1]))
+    """Global sublayer indices that open a block, sublayer 0 excluded: every one for Full (its
+    ``attnres_block_sizes`` are a block per sublayer)."""
+    return frozenset(itertools.accumulate(cfg.attnres_block_sizes[:-1]))
 
 
 class DeltaSite(nn.Module):
