@@ -7,8 +7,8 @@ is the median over rounds of each variant's step time divided by standard's in t
     .venv/bin/python -m benchmarks.variant_step_time --n-layers 32 --d-model 128 [--arms a,b]
     .venv/bin/python -m benchmarks.variant_step_time --arms attnres,block_attnres --switches
 
-``--switches`` adds the AttnRes design switches of the paper's Table 4 (``SWITCH_ARMS``). Any
-switch moves AttnRes off the buffered two-phase path onto the plain one
+``--switches`` adds the AttnRes design switches of the paper's Table 4 and Delta AttnRes
+(``SWITCH_ARMS``). Any switch moves AttnRes off the buffered two-phase path onto the plain one
 (``trainers/residual/depth_mixing.py``), so their ratios are mostly the plain path's cost; the
 input-dependent query would break the two-phase batching in any implementation (the paper's
 reason for not adopting it).
@@ -39,6 +39,9 @@ SWITCH_ARMS: dict[str, dict[str, Any]] = {
     "attnres/window=8": {"residual": "attnres", "attnres_window": 8},
     "block_attnres/heads=16": {"residual": "block_attnres", "attnres_heads": 16},
     "block_attnres/key_norm=none": {"residual": "block_attnres", "attnres_key_norm": "none"},
+    # Delta AttnRes's additive routing (model.attnres_sources): always the plain path
+    "attnres/sources=deltas": {"residual": "attnres", "attnres_sources": "deltas"},
+    "block_attnres/sources=deltas": {"residual": "block_attnres", "attnres_sources": "deltas"},
 }
 
 

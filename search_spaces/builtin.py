@@ -95,7 +95,8 @@ TABLE4_SIZE: dict[str, Any] = {
 
 def _table4() -> dict[str, dict[str, Any]]:
     """Table 4's rows in its order: the comparators, Full AttnRes and each of its switches,
-    Block AttnRes and each of its switches (reports.published.TABLE4 holds the numbers)."""
+    Block AttnRes and each of its switches (reports.published.TABLE4 holds the numbers); then
+    the successor that has no Table 4 row, Delta AttnRes (arXiv 2605.18855), Full and Block."""
     full = {"model.residual": "attnres"}
     block = {"model.residual": "block_attnres"}
     return {
@@ -112,6 +113,8 @@ def _table4() -> dict[str, dict[str, Any]]:
         "block_attnres": block,
         "block_attnres/heads=16": {**block, "model.attnres_heads": 16},
         "block_attnres/key_norm=none": {**block, "model.attnres_key_norm": "none"},
+        "attnres/sources=deltas": {**full, "model.attnres_sources": "deltas"},
+        "block_attnres/sources=deltas": {**block, "model.attnres_sources": "deltas"},
     }
 
 
@@ -247,8 +250,9 @@ _PLAIN: dict[str, Space] = {
         Space(
             name="attnres_ablation",
             description="the AttnRes paper's ablation table (Table 4) at CPU size: baseline, "
-            "DenseFormer, mHC-lite (the paper's mHC) and Sinkhorn mHC, Full AttnRes and each design switch, Block AttnRes and its "
-            "switches, 8 blocks, 3 seeds",
+            "DenseFormer, mHC-lite (the paper's mHC) and Sinkhorn mHC, Full AttnRes and each "
+            "design switch, Block AttnRes and its switches, and Delta AttnRes (Full and Block), "
+            "8 blocks, 3 seeds",
             base=TABLE4_SIZE,
             arms=_table4(),
             seeds=(0, 1, 2),
@@ -321,7 +325,7 @@ _PLAIN: dict[str, Space] = {
 TUNED_COST = {
     "quick": "30 more trials: about 20 minutes on 2 CPU cores, estimated from the 6 minutes "
     "quick took in docs/results",
-    "attnres_ablation": "65 more trials, each as long as one of its seeds",
+    "attnres_ablation": "75 more trials, each as long as one of its seeds",
 }
 
 

@@ -61,6 +61,8 @@ class ModelConfig(Protocol):
     @property
     def attnres_window(self) -> int: ...
     @property
+    def attnres_sources(self) -> str: ...
+    @property
     def hc_streams(self) -> int: ...
     @property
     def hc_dynamic(self) -> bool: ...
@@ -165,7 +167,8 @@ class Attention(Entry):
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Switch:
-    """An AttnRes design switch (the paper's Table 4), read by the wirings that own it."""
+    """An AttnRes design switch (the paper's Table 4, and what a site routes: Delta AttnRes),
+    read by the wirings that own it."""
 
     field: str
     short: str  # its name in labels and in the published overlay (``gate=sigmoid``)
@@ -189,11 +192,18 @@ def weighted_sum(sources: int, d: int) -> int:
 def attnres_sources(cfg: ModelConfig) -> list[int]:
     """The sources each AttnRes site's softmax reads, in site order (the output site last): Full,
     the embedding and every earlier output; Block, the embedding, the completed blocks' summaries
-    and the current block's partial sum; at most 1 + ``attnres_window`` of them."""
+    and the current block's partial sum; at most 1 + ``attnres_window`` of them. Delta AttnRes's
+    additive routing (``attnres_sources`` deltas or cumulative) has no partial source and no
+    output site, and its site 0 routes nothing: sites 1..2L - 1, each over the embedding and the
+    completed blocks (Full: every earlier output)."""
     counts: list[int] = []
+    additive = cfg.attnres_sources != "outputs"
     for block, size in enumerate(cfg.attnres_block_sizes):
-        counts += [block + 1 + (k > 0) for k in range(size)]
-    counts.append(len(cfg.attnres_block_sizes) + 1)  # the output site: every summary
+        counts += [block + 1 + (k > 0 and not additive) for k in range(size)]
+    if additive:
+        counts = counts[1:]
+    else:
+        counts.append(len(cfg.attnres_block_sizes) + 1)  # the output site: every summary
     window = cfg.attnres_window
     return [min(s, window + 1) for s in counts] if window else counts
 
@@ -293,11 +303,14 @@ def _norm_params(cfg: ModelConfig) -> int:
 
 
 def _attnres_params(cfg: ModelConfig) -> int:
-    """Per site (2L + 1): a query of H d, or a d x H d projection, and a key gain of d unless the
-    keys are raw; or, with scalar logits, one per source position (2L + 1 Full, N + 1 Block)."""
-    d, heads, sites = cfg.d_model, cfg.attnres_heads, cfg.n_sublayers + 1
+    """Per site (2L + 1; 2L - 1 with additive routing): a query of H d, or a d x H d projection,
+    and a key gain of d unless the keys are raw; or, with scalar logits, one per source position
+    (2L + 1 Full, N + 1 Block; additive: 2L, N)."""
+    d, heads = cfg.d_model, cfg.attnres_heads
+    sites = len(attnres_sources(cfg))  # 2L + 1; 2L - 1 with additive routing
     if cfg.attnres_query == "scalar":
-        return sites * heads * (len(cfg.attnres_block_sizes) + 1)
+        blocks = len(cfg.attnres_block_sizes)
+        return sites * heads * (blocks + (cfg.attnres_sources == "outputs"))
     query = heads * d * (d if cfg.attnres_query == "input" else 1)
     gain = d if cfg.attnres_key_norm == "rmsnorm" else 0
     return sites * (query + gain)
@@ -346,6 +359,7 @@ _SWITCH_FIELDS = (
     "attnres_query",
     "attnres_heads",
     "attnres_window",
+    "attnres_sources",
 )
 _ATTNRES = "Kimi Team 2026, arXiv 2603.15031"
 
@@ -615,6 +629,12 @@ SWITCHES: tuple[Switch, ...] = (
     Switch(field="attnres_query", short="query", paper="Table 4: input-dependent query / mixing"),
     Switch(field="attnres_heads", short="heads", paper="Table 4: multi-head depth attention"),
     Switch(field="attnres_window", short="window", paper="Table 4: sliding window"),
+    Switch(
+        field="attnres_sources",
+        short="sources",
+        paper="Delta AttnRes (Luo, Cai & Hu 2026, arXiv 2605.18855): additive routing over "
+        "deltas or cumulative states",
+    ),
 )
 
 

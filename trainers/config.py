@@ -42,6 +42,9 @@ PositionName = Literal["learned", "rope"]
 KeyNormName = Literal["rmsnorm", "none"]
 GateName = Literal["softmax", "sigmoid"]
 QueryName = Literal["static", "input", "scalar"]
+# What AttnRes routes (trainers.residual.delta_attnres): the paper's replacement over sublayer
+# outputs, or Delta AttnRes's additive routing over deltas or over cumulative states.
+SourcesName = Literal["outputs", "deltas", "cumulative"]
 # How width and depth scale the init, the forward multipliers and the per-group AdamW settings
 # (trainers.parametrization); every one is the standard parametrization at base sizes.
 ParametrizationName = Literal["sp", "mup", "depth_mup", "completep"]
@@ -174,6 +177,15 @@ class ModelConfig:
         "embedding plus the W newest others.",
         0,
     )
+    attnres_sources: SourcesName = _help(
+        "attnres, block_attnres: what a site routes. 'outputs' (the paper's): x = softmax-"
+        "weighted sum of the embedding and the sublayer (Block: block) outputs, no residual "
+        "stream. 'deltas' (Delta AttnRes, arXiv 2605.18855): x = h + the softmax-weighted sum of "
+        "the embedding and the completed sublayers' (Block: blocks') deltas, h the plain "
+        "residual sum. 'cumulative': the same with each delta replaced by the cumulative state "
+        "through it (the states the Delta paper says collapse the routing).",
+        "outputs",
+    )
     hc_streams: int = _help(
         "hyper, mhc, mhc_lite: number of residual streams n (mhc_lite: at most 5, it weights "
         "all n! permutations).",
@@ -289,12 +301,21 @@ class ModelConfig:
         problem = catalogue.parametrization_refusal(self)
         if problem:
             raise ValueError(problem)
+        routed = self.residual in catalogue.switch_owners() and self.attnres_sources != "outputs"
+        if routed and self.parametrization != "sp":
+            # The coord check measured AttnRes's replacement routing, not the additive one.
+            raise ValueError(
+                f"{s}.parametrization: {self.parametrization!r} with attnres_sources "
+                f"{self.attnres_sources!r} is not yet checked by a coord check (nas coordcheck); "
+                "allowed with it: sp"
+            )
 
     def _check_attnres_switches(self) -> None:
         s = "model"
         _choices(s, "attnres_key_norm", self.attnres_key_norm, get_args(KeyNormName))
         _choices(s, "attnres_gate", self.attnres_gate, get_args(GateName))
         _choices(s, "attnres_query", self.attnres_query, get_args(QueryName))
+        _choices(s, "attnres_sources", self.attnres_sources, get_args(SourcesName))
         _in_range(s, "attnres_window", self.attnres_window, 0, 2 * MAX_LAYERS + 1)
         if self.attnres_heads < 1 or self.d_model % self.attnres_heads:
             divisors = [h for h in range(1, self.d_model + 1) if self.d_model % h == 0]

@@ -104,18 +104,20 @@ def test_deepnorm_arms_use_the_paper_s_layernorm() -> None:
 
 def test_attnres_ablation_has_one_arm_per_table4_row() -> None:
     """Each Table 4 row of the paper has exactly one arm of attnres_ablation (the report's
-    overlay finds it); the one arm without a row is the Sinkhorn mHC, kept beside mHC-lite,
-    which is what the paper's mHC row ran (its number is Table 2's mHC-lite column)."""
+    overlay finds it); the arms without a row are the Sinkhorn mHC, kept beside mHC-lite,
+    which is what the paper's mHC row ran (its number is Table 2's mHC-lite column), and the
+    Delta AttnRes successors (arXiv 2605.18855), which came after the table."""
     from reports.published import TABLE4, published_for
     from trainers.config import flatten
 
     cells, skipped = grid_cells(BUILTIN["attnres_ablation"], RunConfig())
     assert not skipped
     rows = {c.arm: published_for(flatten(c.config)) for c in cells}
-    assert [arm for arm, row in rows.items() if row is None] == ["mhc"]
+    unmatched = [arm for arm, row in rows.items() if row is None]
+    assert unmatched == ["mhc", "attnres/sources=deltas", "block_attnres/sources=deltas"]
     assert sorted(r.label for r in rows.values() if r) == sorted(r.label for r in TABLE4)
     assert rows["mhc_lite"].label == "mHC"  # type: ignore[union-attr]
-    assert {c.config.model.n_layers for c in cells} == {8} and len(cells) == 13 * 3
+    assert {c.config.model.n_layers for c in cells} == {8} and len(cells) == 15 * 3
 
 
 def test_published_rows_match_one_switch_and_old_records() -> None:

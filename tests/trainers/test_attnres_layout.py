@@ -87,6 +87,9 @@ SITE_PARAMETERS = {
     "heads=4": {"queries", "key_norm_weights"},
     "window=2": {"queries", "key_norm_weights"},
     "combined": {"query_proj"},
+    "sources=deltas": {"queries", "key_norm_weights"},
+    "sources=cumulative": {"queries", "key_norm_weights"},
+    "deltas+combined": {"query_proj"},
 }
 
 

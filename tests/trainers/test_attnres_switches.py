@@ -35,6 +35,18 @@ SWITCHES: dict[str, dict[str, Any]] = {
         "attnres_heads": 2,
         "attnres_window": 3,
     },
+    # Delta AttnRes's additive routing (test_delta_attnres.py holds it to the paper), alone and
+    # with every Table 4 switch (each changes only the weights over the routed sources).
+    "sources=deltas": {"attnres_sources": "deltas"},
+    "sources=cumulative": {"attnres_sources": "cumulative"},
+    "deltas+combined": {
+        "attnres_sources": "deltas",
+        "attnres_key_norm": "none",
+        "attnres_gate": "sigmoid",
+        "attnres_query": "input",
+        "attnres_heads": 2,
+        "attnres_window": 3,
+    },
 }
 CASES = [(r, name) for r in RESIDUALS for name in SWITCHES]
 # Depth 64 costs ~0.3 s a model: every switch on Full AttnRes (every source at every site),
@@ -143,7 +155,10 @@ def test_switch_round_trips_through_the_state_dict(residual: str, switch: str) -
     assert torch.equal(model(idx), fresh(idx))
 
 
-IDENTITY = [(r, s) for r, s in CASES if "attnres_window" not in SWITCHES[s]]
+# Additive routing adds the routed sources to the plain sum: no pre-norm identity at init.
+IDENTITY = [
+    (r, s) for r, s in CASES if not {"attnres_window", "attnres_sources"} & set(SWITCHES[s])
+]
 
 
 @pytest.mark.parametrize("residual,switch", IDENTITY)
@@ -243,11 +258,13 @@ def _extra(residual: str, switch: str, n_layers: int, d: int, n_blocks: int) -> 
 
 @pytest.mark.parametrize("residual", RESIDUALS)
 def test_extra_parameters_follow_their_formulas(residual: str) -> None:
-    """Per site (2L + 1 of them): a query of H*d (or a d x H*d projection), a key gain of d
+    """Per site (2L + 1 of them; 2L - 1 with additive routing, which has no output site and
+    nothing to route at site 0): a query of H*d (or a d x H*d projection), a key gain of d
     unless the keys are raw, or a logit per source position (S_max = 2L + 1, Block N + 1)."""
     n_layers, d, n_blocks = 3, 16, 3
     sites = 2 * n_layers + 1
     s_max = sites if residual == "attnres" else n_blocks + 1
+    additive = 2 * n_layers - 1
     expected = {
         "key_norm=none": sites * d,
         "gate=sigmoid": sites * 2 * d,
@@ -256,6 +273,9 @@ def test_extra_parameters_follow_their_formulas(residual: str) -> None:
         "heads=4": sites * (4 * d + d),
         "window=2": sites * 2 * d,
         "combined": sites * 2 * d * d,
+        "sources=deltas": additive * 2 * d,
+        "sources=cumulative": additive * 2 * d,
+        "deltas+combined": additive * 2 * d * d,
     }
     for switch, count in expected.items():
         assert _extra(residual, switch, n_layers, d, n_blocks) == count, switch

@@ -22,6 +22,7 @@ from trainers.config import (
     QueryName,
     ResidualName,
     RunConfig,
+    SourcesName,
     flatten,
     to_dict,
     validity_matrix_markdown,
@@ -29,6 +30,7 @@ from trainers.config import (
 from trainers.config_io import build_config, from_dict, parse_overrides
 from trainers.data import SOURCES
 from trainers.norms import NORMS
+from trainers.residual.delta_attnres import SOURCE_KINDS
 from trainers.residual.depth_mixing import GATES, KEY_NORMS, QUERIES
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -47,6 +49,12 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_literals_match_registries(literal: object, registry: object) -> None:
     """Every name a config field accepts has an implementation, and no implementation hides."""
     assert set(get_args(literal)) == set(registry.names())  # type: ignore[attr-defined]
+
+
+def test_attnres_sources_match_their_implementations() -> None:
+    """'outputs' is AttnRes's own replacement routing; every other source kind has its block
+    source in Delta AttnRes's registry, and no registered kind hides."""
+    assert set(get_args(SourcesName)) == {"outputs", *SOURCE_KINDS.names()}
 
 
 def test_validity_matrix_covers_every_residual() -> None:
@@ -95,6 +103,12 @@ def test_invalid_combinations_name_the_field_and_the_choices(residual: str, plac
         ({"residual": "attnres", "d_model": 96, "attnres_heads": 5}, "model.attnres_heads"),
         ({"residual": "attnres", "attnres_heads": 0}, "model.attnres_heads"),
         ({"residual": "attnres", "attnres_window": -1}, "model.attnres_window"),
+        ({"residual": "attnres", "attnres_sources": "states"}, "model.attnres_sources"),
+        # the coord check measured replacement routing only
+        (
+            {"residual": "attnres", "attnres_sources": "deltas", "parametrization": "mup"},
+            "model.parametrization",
+        ),
         (
             {"residual": "attnres", "attnres_query": "scalar", "attnres_key_norm": "none"},
             "model.attnres_key_norm",
@@ -119,6 +133,7 @@ SWITCHED = {
     "attnres_query": "input",
     "attnres_heads": 2,
     "attnres_window": 4,
+    "attnres_sources": "deltas",
 }
 
 

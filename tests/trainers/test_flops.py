@@ -147,6 +147,16 @@ SWITCHES = {
     "attnres-window": dict(residual="attnres", attnres_window=2),
     "block-input-window": dict(residual="block_attnres", attnres_query="input", attnres_window=1),
     "block-n1": dict(residual="block_attnres", attnres_blocks=1, attnres_heads=2),
+    # Delta AttnRes's additive routing: sites 1..2L - 1, no output site, no partial source
+    "attnres-deltas": dict(residual="attnres", attnres_sources="deltas"),
+    "block-deltas": dict(residual="block_attnres", attnres_sources="deltas"),
+    "block-deltas-n1": dict(residual="block_attnres", attnres_sources="deltas", attnres_blocks=1),
+    "attnres-cumulative-input": dict(
+        residual="attnres", attnres_sources="cumulative", attnres_query="input", attnres_heads=2
+    ),
+    "block-deltas-scalar-window": dict(
+        residual="block_attnres", attnres_sources="deltas", attnres_query="scalar", attnres_window=1
+    ),
     "denseformer-2x2": dict(residual="denseformer", dense_dilation=2, dense_period=2),
     "denseformer-3x1": dict(residual="denseformer", dense_dilation=3),
     "laurel_lr-r4": dict(residual="laurel_lr", laurel_rank=4),
@@ -210,3 +220,13 @@ def test_train_flops_is_per_token_times_tokens() -> None:
     cfg = tiny(residual="mhc_lite", hc_streams=3)
     per_token = flops_per_token(cfg).total
     assert train_flops(cfg, steps=7, batch_size=5) == 7 * 5 * cfg.seq_len * per_token
+
+
+def test_delta_attnres_counts_its_formula() -> None:
+    """Full Delta AttnRes: sites j = 1..2L - 1 read j + 1 sources (the embedding and every
+    earlier output), each with a 2d logit and a 2d share of the weighted sum, times 3; site 0
+    and the output route nothing, and adding the routed sum to h is elementwise."""
+    cfg = tiny(residual="attnres", n_layers=5, d_model=16, attnres_sources="deltas")
+    d, sublayers = 16, 2 * 5
+    pairs = sum(j + 1 for j in range(1, sublayers))
+    assert WIRING_FLOPS["attnres"](cfg) == 3 * (2 * d * pairs + 2 * d * pairs)

@@ -31,6 +31,7 @@ OTHER: dict[str, Any] = {
     "attnres_query": "input",
     "attnres_heads": 2,
     "attnres_window": 1,
+    "attnres_sources": "deltas",
     "hc_streams": 2,
     "hc_dynamic": True,
     "mhc_sinkhorn_iters": 3,

@@ -7,6 +7,7 @@ import torch
 from torch import Tensor, nn
 
 from trainers.config import ModelConfig
+from trainers.residual import delta_attnres
 from trainers.residual.base import RESIDUALS, Residual, Stream
 from trainers.residual.depth_attention import (
     Schedule,
@@ -77,10 +78,17 @@ class AttnResStream(Stream):
 
 @RESIDUALS.register("attnres")
 class AttnRes(Residual):
+    """The paper's replacement routing over outputs, or Delta AttnRes's additive routing
+    (``attnres_sources`` deltas or cumulative: ``delta_attnres``)."""
+
     @staticmethod
     def site(cfg: ModelConfig, sublayer: int, post_norm: nn.Module) -> nn.Module:
+        if cfg.attnres_sources != "outputs":
+            return delta_attnres.site(cfg, sublayer)
         return AttnResSite(sublayer)
 
     @staticmethod
     def stream(cfg: ModelConfig) -> Stream:
+        if cfg.attnres_sources != "outputs":
+            return delta_attnres.DeltaStream(cfg)
         return AttnResStream(cfg)

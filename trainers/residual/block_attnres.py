@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from torch import Tensor, nn
 
 from trainers.config import ModelConfig, balanced_partition
+from trainers.residual import delta_attnres
 from trainers.residual.attnres import AttnResSite, AttnResStream
 from trainers.residual.base import RESIDUALS, Residual, Stream
 from trainers.residual.depth_attention import Schedule, Sources, mix
@@ -82,11 +83,17 @@ class BlockAttnResStream(AttnResStream):
 
 @RESIDUALS.register("block_attnres")
 class BlockAttnRes(Residual):
+    """Replacement routing over block summaries, or Delta Block (``delta_attnres``)."""
+
     @staticmethod
     def site(cfg: ModelConfig, sublayer: int, post_norm: nn.Module) -> nn.Module:
+        if cfg.attnres_sources != "outputs":
+            return delta_attnres.site(cfg, sublayer)
         starts = block_starts(cfg.n_sublayers, cfg.attnres_blocks)
         return BlockAttnResSite(sublayer, sublayer in starts)
 
     @staticmethod
     def stream(cfg: ModelConfig) -> Stream:
+        if cfg.attnres_sources != "outputs":
+            return delta_attnres.DeltaStream(cfg)
         return BlockAttnResStream(cfg)
