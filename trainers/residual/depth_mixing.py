@@ -292,4 +292,6 @@ class PlainSources:
         if extra is not None:
             values, scales = [*values, extra], [*scales, self.mixer.key_scale(extra)]
         x, weights = self.mixer(site, values, scales)
-        return x, lambda: weights.mean(-2)  # the probe reads one weight per source
+        # heads join the tokens, (B, T*H, S): the probe's per-token statistics are per token
+        # and head, and its token average is the mean over heads of each source's weight
+        return x, lambda: weights.flatten(1, 2)
