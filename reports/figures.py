@@ -359,7 +359,7 @@ def dilution_profiles(done: pd.DataFrame, profiles: pd.DataFrame) -> Image | Non
     return _image(fig)
 
 
-def _collapsed(
+def collapsed_in_any_seed(
     g: pd.DataFrame, weights: dict[str, np.ndarray], top1: Mapping[str, np.ndarray]
 ) -> Any:
     """(sites,) bool: the sites that collapsed in at least one of the arm's trials ``g``, each at
@@ -392,7 +392,7 @@ def depth_weight_heatmaps(
     done = done[done["run_id"].isin(list(weights))]
     out = []
     for arm, g in done.groupby("arm"):
-        collapsed = _collapsed(g, weights, top1 or {})
+        collapsed = collapsed_in_any_seed(g, weights, top1 or {})
         stack = np.stack([weights[r] for r in g["run_id"]])
         with warnings.catch_warnings():  # sites with no such source are NaN in every seed
             warnings.simplefilter("ignore", RuntimeWarning)

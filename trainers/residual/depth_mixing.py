@@ -293,5 +293,6 @@ class PlainSources:
             values, scales = [*values, extra], [*scales, self.mixer.key_scale(extra)]
         x, weights = self.mixer(site, values, scales)
         # heads join the tokens, (B, T*H, S): the probe's per-token statistics are per token
-        # and head, and its token average is the mean over heads of each source's weight
-        return x, lambda: weights.flatten(1, 2)
+        # and head, and its token average is the mean over heads of each source's weight.
+        # Scalar logits give (H, S), the same at every token: expanded first.
+        return x, lambda: weights.expand(*x.shape[:2], *weights.shape[-2:]).flatten(1, 2)
