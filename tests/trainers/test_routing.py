@@ -108,6 +108,7 @@ SOFTMAX = [
     {"residual": "attnres", "attnres_query": "input"},
     {"residual": "attnres", "attnres_heads": 2},
     {"residual": "attnres", "attnres_window": 2},
+    {"residual": "attnres", "attnres_query": "scalar"},
 ]
 FREE = [
     {"residual": "denseformer"},
