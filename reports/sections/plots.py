@@ -51,14 +51,20 @@ def figure_section(data: SweepData) -> Section | None:
             )
         )
     heatmaps = figures.depth_weight_heatmaps(done, data.depth_weights, data.routing_top1)
+    # A record from before the routing statistics has nothing to frame: its caption stays.
+    framed = (
+        " Framed in red: a site that collapsed in at least one seed (per-token top-1 mass "
+        "above train.routing_alarm)."
+        if data.routing_top1
+        else ""
+    )
     for i, (arm, image) in enumerate(heatmaps):
         blocks.append(
             Figure(
                 f"depth_weights_{i}",
                 image.png,
                 f"{arm}: depth-attention weights (rows: blocks' sites, columns: sources; "
-                "mean over tokens and seeds). Framed in red: a site that collapsed in at least "
-                "one seed (per-token top-1 mass above train.routing_alarm).",
+                f"mean over tokens and seeds).{framed}",
                 image.pdf,
             )
         )
