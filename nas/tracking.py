@@ -364,10 +364,13 @@ def _delete_tag(client: RetryingClient, run_id: str, key: str) -> None:
 
 def _outcome_note(client: Any, run_id: str, status: Status) -> str:
     """The run's description once it ended: its status and final validation loss (the latest
-    validation's where the trial could not log its final one)."""
+    validation's where the trial could not log its final one), and for a finished trial the
+    reason it carries all the same (a routing alarm: ``trainers.routing``)."""
     data = client.get_run(run_id).data
     loss = data.metrics.get(Metric.FINAL_VAL_LOSS, data.metrics.get(Metric.VAL_LOSS))
-    return trial_note(data.tags.get(Tag.ARM, ""), data.tags.get(Tag.SEED, ""), status.value, loss)
+    note = trial_note(data.tags.get(Tag.ARM, ""), data.tags.get(Tag.SEED, ""), status.value, loss)
+    reason = data.tags.get(Tag.REASON, "")
+    return f"{note}; {reason}" if status is Status.FINISHED and reason else note
 
 
 def _steps(client: Any, run_id: str, keys: Iterable[str]) -> set[tuple[str, int]]:

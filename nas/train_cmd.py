@@ -139,6 +139,8 @@ def run_train(args: argparse.Namespace) -> int:
     _print_metrics(result, "" if finished else "last finite ")
     _print_cost(result)
     _print_dilution(result.dilution, out, "final" if finished else "last profile")
+    if result.routing_alarm:  # a warning, not a failure: the run trained to its end
+        print(result.routing_alarm)
     return 0 if finished else 1
 
 

@@ -155,7 +155,10 @@ def _finish(run: TrialRun, spec: TrialSpec, result: Any, ctx: SweepContext, tria
     if result.cost is not None:
         final |= _cost_metrics(result.cost, trial_s)
     run.log_metrics(final, result.steps)  # non-finite values are left out
-    run.end(status, result.reason, result.steps)
+    # A collapsed routing is no outcome of its own (the trial trained to its end), but its
+    # reason and description name it, so the record says why such an arm plateaued.
+    reason = "; ".join(r for r in (result.reason, result.routing_alarm) if r)
+    run.end(status, reason, result.steps)
     # Written once the store has just answered (the outcome), never at the fit's start, where a
     # store outage would stall training: a running trial's record names Ray's GPUs only.
     run.client.set_tag(run.run_id, Tag.DEVICE, result.device)

@@ -143,6 +143,14 @@ class Metric:
     FINAL_GPU_UTIL = "final/gpu_util"
     FINAL_GPU_POWER_W = "final/gpu_power_w"
     DILUTION_PREFIX = "dilution/"
+    # trainers.diagnostics' routing summaries (docs/diagnostics.md), of each dilution profile:
+    # per-token statistics of the depth-mixing weights, the worst site's (the mean over sites for
+    # ROUTING_ENTROPY), and the wiring's parameters' share of the gradient norm
+    ROUTING_ENTROPY = "dilution/routing_entropy"
+    ROUTING_ENTROPY_MIN = "dilution/routing_entropy_min"
+    ROUTING_TOP1_MAX = "dilution/routing_top1_max"
+    ROUTING_SPREAD_MAX = "dilution/routing_spread_max"
+    WIRING_GRAD_SHARE = "dilution/wiring_grad_share"
     # trainers.module.group_record, once per trial under a parametrization other than sp:
     # optim/<group>/<what>, <what> one of OPTIM_FIELDS (see optim_metric)
     OPTIM_PREFIX = "optim/"

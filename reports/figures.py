@@ -19,7 +19,9 @@ from reports.ablation import DEPTH_KEY, wiring_label
 from reports.normalize import TrialView
 from reports.outcomes import diverged
 from reports.stats import mean_ci
+from trainers.config import TrainConfig
 from trainers.coordcheck_table import Axis, draw
+from trainers.routing import collapsed_sites
 
 if TYPE_CHECKING:
     from reports.lr_transfer import Drift
@@ -357,16 +359,40 @@ def dilution_profiles(done: pd.DataFrame, profiles: pd.DataFrame) -> Image | Non
     return _image(fig)
 
 
+def collapsed_in_any_seed(
+    g: pd.DataFrame, weights: dict[str, np.ndarray], top1: Mapping[str, np.ndarray]
+) -> Any:
+    """(sites,) bool: the sites that collapsed in at least one of the arm's trials ``g``, each at
+    its own ``train.routing_alarm`` (the default where the record predates the field)."""
+    default = TrainConfig().routing_alarm
+    out = np.zeros(len(weights[g["run_id"].iloc[0]]), dtype=bool)
+    for _, row in g.iterrows():
+        if row["run_id"] not in top1:
+            continue
+        level = row.get(ALARM_KEY, default)
+        threshold = default if pd.isna(level) else float(level)
+        out |= collapsed_sites(top1[row["run_id"]], weights[row["run_id"]], threshold)
+    return out
+
+
+ALARM_KEY = "train.routing_alarm"
+
+
 def depth_weight_heatmaps(
-    done: pd.DataFrame, weights: dict[str, np.ndarray]
+    done: pd.DataFrame,
+    weights: dict[str, np.ndarray],
+    top1: Mapping[str, np.ndarray] | None = None,
 ) -> list[tuple[str, Image]]:
     """Per AttnRes arm (deepest setting), the mean depth-attention weights over its comparable
     trials' seeds (``done``), the pre-attention sites and the pre-MLP sites apart (the paper's
-    Figure 8 shape). Site rows are in sublayer order with the output site last."""
+    Figure 8 shape). Site rows are in sublayer order with the output site last. A site that
+    collapsed (``trainers.routing``: per-token top-1 mass above the alarm) in any seed is framed
+    in red."""
     done = deepest(done)
     done = done[done["run_id"].isin(list(weights))]
     out = []
     for arm, g in done.groupby("arm"):
+        collapsed = collapsed_in_any_seed(g, weights, top1 or {})
         stack = np.stack([weights[r] for r in g["run_id"]])
         with warnings.catch_warnings():  # sites with no such source are NaN in every seed
             warnings.simplefilter("ignore", RuntimeWarning)
@@ -387,10 +413,20 @@ def depth_weight_heatmaps(
                 interpolation="nearest",
             )
             ax.set(title=f"{arm}: {title} sites", xlabel="source (0 = embedding)", ylabel="block")
+            _frame_rows(ax, np.flatnonzero(collapsed[start:n_sites:2]), rows.shape[1])
             _integer_ticks(ax, y=True)
             fig.colorbar(image, ax=ax)
         out.append((str(arm), _image(fig)))
     return out
+
+
+def _frame_rows(ax: Any, rows: np.ndarray, width: int) -> None:
+    """A red frame around each of the heatmap's ``rows`` (0-based; drawn at block row + 1)."""
+    from matplotlib.patches import Rectangle
+
+    for r in rows:
+        frame = Rectangle((-0.5, r + 0.5), width, 1, fill=False, edgecolor="red", linewidth=2)
+        ax.add_patch(frame)
 
 
 def pareto(

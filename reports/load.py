@@ -58,7 +58,7 @@ def load_sweep(uri: str, name: str) -> SweepData:
     parents = sorted(parents, key=lambda r: r.info.start_time)
     plans = {r.info.run_id: _plans(_artifacts(uri, r), r.info.run_id) for r in parents}
     curves = _curves(client, trials)
-    profiles, weights = _profiles(uri, trials)
+    profiles, weights, top1 = _profiles(uri, trials)
     latest = _artifacts(uri, parents[-1])
     return SweepData(
         name=name,
@@ -69,6 +69,7 @@ def load_sweep(uri: str, name: str) -> SweepData:
         curves=curves,
         profiles=profiles,
         depth_weights=weights,
+        routing_top1=top1,
         skipped=_yaml_artifact(latest, SKIPPED_FILE) or [],
         plans=[plan for found in plans.values() for plan in found],
         superseded=len(every) - len(parents),
@@ -296,11 +297,15 @@ def _last_profile(repo: Any) -> dict[str, Any] | None:
         return dict(json.loads(Path(repo.download_artifacts(files[-1], tmp)).read_text()))
 
 
-def _profiles(uri: str, trials: list[Any]) -> tuple[pd.DataFrame, dict[str, np.ndarray]]:
-    """Each trial's last dilution profile, per block, and its depth weights where it has any;
-    the files are fetched ``READERS`` at a time."""
+def _profiles(
+    uri: str, trials: list[Any]
+) -> tuple[pd.DataFrame, dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """Each trial's last dilution profile, per block, its depth weights where it has any, and
+    its per-site top-1 mass where it recorded one; the files are fetched ``READERS`` at a
+    time."""
     rows: list[dict[str, Any]] = []
     weights: dict[str, np.ndarray] = {}
+    top1: dict[str, np.ndarray] = {}
     found = _each(lambda run: _last_profile(_artifacts(uri, run)), trials)
     for run, data in zip(trials, found, strict=True):
         if data is None:
@@ -308,7 +313,9 @@ def _profiles(uri: str, trials: list[Any]) -> tuple[pd.DataFrame, dict[str, np.n
         rows.extend(_profile_rows(run.info.run_id, data))
         if data.get("depth_weights") is not None:
             weights[run.info.run_id] = np.array(data["depth_weights"], dtype=float)
-    return pd.DataFrame(rows, columns=PROFILE_COLUMNS), weights
+        if data.get("routing_top1") is not None:  # profiles before issue 27 have none
+            top1[run.info.run_id] = np.array(data["routing_top1"], dtype=float)
+    return pd.DataFrame(rows, columns=PROFILE_COLUMNS), weights, top1
 
 
 def run_profile(uri: str, run: RecordedRun) -> pd.DataFrame:

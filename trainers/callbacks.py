@@ -15,6 +15,7 @@ from torch import Tensor
 from trainers.diagnostics import DilutionProfile, dilution_profile
 from trainers.dilution_plot import save_profile
 from trainers.model import DeepTransformer
+from trainers.routing import RoutingAlarm
 
 
 class DilutionCallback(L.Callback):
@@ -22,12 +23,19 @@ class DilutionCallback(L.Callback):
     summaries as metrics at the current step, and save the per-layer profile under ``folder``
     (JSON every time; the PNG figure for the last profile only, since drawing it costs about as
     much as the profile itself), also through the logger when it takes files (in a sweep: as
-    artifacts of the trial's MLflow run)."""
+    artifacts of the trial's MLflow run). Each profile is also shown to ``alarm``, which keeps
+    the first step each depth-softmax site collapsed at (``trainers.routing``)."""
 
     def __init__(
-        self, batch: tuple[Tensor, Tensor], folder: Path, every: int = 1, removal: bool = False
+        self,
+        batch: tuple[Tensor, Tensor],
+        folder: Path,
+        every: int = 1,
+        removal: bool = False,
+        alarm: RoutingAlarm | None = None,
     ) -> None:
         self.batch, self.folder, self.every, self.removal = batch, folder, every, removal
+        self.alarm = alarm
         self.validations = 0
         self.last: DilutionProfile | None = None
         self.last_files: list[Path] = []
@@ -44,6 +52,9 @@ class DilutionCallback(L.Callback):
             model = copy.deepcopy(model).float()  # the profile is computed in float32
         idx, targets = (t.to(pl_module.device) for t in self.batch)
         self.last = dilution_profile(model, idx, targets, removal=self.removal)
+        if self.alarm is not None and self.last.routing_spread is not None:
+            # routing_spread is set for a softmax only: free weights are not watched
+            self.alarm.observe(self.last.routing_top1, self.last.depth_weights, trainer.global_step)
         # A model gone non-finite gives NaN summaries: the JSON keeps them (as null), the metric
         # record stays finite.
         pl_module.log_dict({k: v for k, v in self.last.summaries().items() if math.isfinite(v)})

@@ -420,6 +420,12 @@ class TrainConfig:
     diagnostics_removal: bool = _help(
         "Also measure the loss change when each block is removed (one forward per block).", False
     )
+    routing_alarm: float = _help(
+        "Routing alarm: a depth-softmax site (two or more sources) whose per-token top-1 mass, "
+        "averaged over tokens, exceeds this at a dilution profile is named as collapsed in the "
+        "run's reason, description and report; in (0, 1] (1: never).",
+        0.95,
+    )
     precision: Precision = _help(
         "Lightning precision; 'auto' is bf16-mixed on a GPU and 32-true on a CPU.", "auto"
     )
@@ -454,6 +460,11 @@ class TrainConfig:
         _in_range(s, "beta2", self.beta2, 0.0, 0.9999)
         _at_least(s, "grad_clip", self.grad_clip, 0.0)
         _at_least(s, "divergence_factor", self.divergence_factor, 0.0)
+        if not 0.0 < self.routing_alarm <= 1.0:  # NaN fails it too
+            raise ValueError(
+                f"{s}.routing_alarm: {self.routing_alarm!r} is out of range; allowed: above 0, "
+                "up to 1 (a top-1 mass)"
+            )
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -31,6 +31,13 @@ across wirings:
   site has no such source. For AttnRes only: ``depth_entropy`` = H(a) / log(#sources) per site
   (1 = uniform, NaN for a single source) and ``embedding_weight`` = the weight on source 0
 - ``stream_read`` / ``stream_mix``: Hyper-Connections' A_m / A_r, mHC's H_pre / H_res
+- ``routing_entropy``, ``routing_top1``, ``routing_sources``, ``routing_spread`` per site: the
+  mixing weights' normalized entropy, top-1 mass, effective number of sources and largest logit
+  spread, each computed per token and then averaged (``trainers.routing``), over the depth
+  weights' sites, or over the rows of HC's / mHC's stream-mixing matrix for those wirings; the
+  spread only where the weights are a softmax (NaN elsewhere)
+- ``wiring_grad_share`` = ||d loss / d theta_wiring|| / ||d loss / d theta|| over the wiring's
+  own parameters (``optim_groups.wiring_parameters``) against all of them   (targets only)
 - ``removal_delta[l]`` = loss with block l's outputs set to zero - loss   (optional, targets only)
 
 A model gone non-finite (a diverged run) is measured without raising: ``finite`` is False and every
@@ -51,7 +58,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from record.schema import Metric
 from trainers.model import Block, DeepTransformer
+from trainers.optim_groups import wiring_parameters
 from trainers.residual.probe import Mixing, mixing_probe
 
 Array = np.ndarray
@@ -80,6 +89,11 @@ class DilutionProfile:
     stream_read: Array | None = None
     stream_mix: Array | None = None
     removal_delta: Array | None = None
+    routing_entropy: Array | None = None
+    routing_top1: Array | None = None
+    routing_sources: Array | None = None
+    routing_spread: Array | None = None
+    wiring_grad_share: float | None = None
     finite: bool = True  # False: a weight or an activation (logits included) was NaN or infinite
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -101,6 +115,13 @@ class DilutionProfile:
         - ``dilution/depth_entropy`` = mean normalized depth-attention entropy over sites, and
           ``dilution/embedding_weight`` = mean weight on the embedding (AttnRes only)
         - ``dilution/erank_last`` = effective rank of the last block's input
+        - ``dilution/routing_entropy`` = mean over sites of the per-token normalized entropy
+          (``dilution/depth_entropy`` is the entropy of the token-averaged weights, which hides
+          a site that reads one source per token); ``dilution/routing_entropy_min``,
+          ``dilution/routing_top1_max`` and ``dilution/routing_spread_max`` = the worst site's.
+          Sites with one source are left out (their top-1 mass is 1 by construction)
+        - ``dilution/wiring_grad_share`` = the wiring's share of the gradient norm (targets
+          only, wirings with parameters of their own)
 
         NaN where the profile's entries are (a model gone non-finite), without warnings.
         """
@@ -127,6 +148,24 @@ class DilutionProfile:
         if self.depth_entropy is not None and self.embedding_weight is not None:
             out["dilution/depth_entropy"] = float(np.nanmean(self.depth_entropy))
             out["dilution/embedding_weight"] = float(np.nanmean(self.embedding_weight))
+        out |= self._routing_summaries()
+        if self.wiring_grad_share is not None:
+            out[Metric.WIRING_GRAD_SHARE] = self.wiring_grad_share
+        return out
+
+    def _routing_summaries(self) -> dict[str, float]:
+        if self.routing_top1 is None or self.routing_entropy is None:
+            return {}
+        many = ~np.isnan(self.routing_entropy)  # NaN entropy: a site with one source
+        if not many.any():
+            return {}
+        out = {
+            Metric.ROUTING_ENTROPY: float(np.mean(self.routing_entropy[many])),
+            Metric.ROUTING_ENTROPY_MIN: float(np.min(self.routing_entropy[many])),
+            Metric.ROUTING_TOP1_MAX: float(np.max(self.routing_top1[many])),
+        }
+        if self.routing_spread is not None and not np.isnan(self.routing_spread[many]).all():
+            out[Metric.ROUTING_SPREAD_MAX] = float(np.nanmax(self.routing_spread[many]))
         return out
 
     def to_dict(self) -> dict[str, Any]:
@@ -313,6 +352,7 @@ def _forward_metrics(
         )
     _mixing_metrics(profile, mixing)
     _stream_metrics(profile, mixing)
+    _routing_metrics(profile, mixing)
     return profile
 
 
@@ -346,27 +386,45 @@ def _stream_metrics(profile: DilutionProfile, mixing: Mixing) -> None:
             setattr(profile, kind, np.stack([reported[s].numpy() for s in sorted(reported)]))
 
 
+def _routing_metrics(profile: DilutionProfile, mixing: Mixing) -> None:
+    """Per-token routing statistics of the depth weights' sites or, for HC and mHC, of the
+    stream-mixing matrix's; the logit spread only for a softmax (kind "depth")."""
+    kind = next((k for k in ("depth", "dwa", "stream_mix") if mixing.routing.get(k)), None)
+    if kind is None:
+        return
+    found = mixing.routing[kind]
+    stats = np.stack([found[s].numpy() for s in sorted(found)])  # (sites, len(STATS))
+    entropy, top1, sources, spread = stats.T
+    profile.routing_entropy, profile.routing_top1 = entropy, top1
+    profile.routing_sources = sources
+    profile.routing_spread = spread if kind == "depth" else np.full_like(spread, np.nan)
+
+
 def _gradient_metrics(
     model: DeepTransformer, cap: _Capture, logits: Tensor, targets: Tensor, profile: DilutionProfile
 ) -> None:
     loss = _loss(logits.float(), targets)
-    blocks = [list(b.parameters()) for b in model.blocks]
-    flat = [p for ps in blocks for p in ps]
+    params = list(model.parameters())
     acts = cap.inputs[0::2]
     # autograd.grad, not backward: the parameters' .grad stay exactly as the caller left them.
-    grads = torch.autograd.grad(loss, [*flat, *acts], allow_unused=True)
-    param_grads, act_grads = grads[: len(flat)], grads[len(flat) :]
-    norms, k = [], 0
-    for ps in blocks:
-        g = [x for x in param_grads[k : k + len(ps)] if x is not None]
-        squares = [(x.float() ** 2).sum() for x in g]
-        norms.append(torch.stack(squares).sum().sqrt() if squares else torch.zeros(()))
-        k += len(ps)
-    profile.grad_norm = _np(norms)
+    grads = torch.autograd.grad(loss, [*params, *acts], allow_unused=True)
+    param_grads, act_grads = grads[: len(params)], grads[len(params) :]
+    by_id: dict[int, Tensor | None] = dict(zip(map(id, params), param_grads, strict=True))
+    profile.grad_norm = _np([_grad_norm(by_id, list(b.parameters())) for b in model.blocks])
+    own = wiring_parameters(model)
+    if own:
+        total = _grad_norm(by_id, params)
+        profile.wiring_grad_share = _ratio(float(_grad_norm(by_id, own)), float(total))
     profile.act_grad_norm = _np(
         [_token_norm(g.float()) if g is not None else torch.zeros(()) for g in act_grads]
     )
     profile.loss = float(loss.detach())
+
+
+def _grad_norm(grads: dict[int, Tensor | None], params: list[nn.Parameter]) -> Tensor:
+    """The L2 norm of the gradients of ``params`` taken together (zero for none)."""
+    squares = [(g.float() ** 2).sum() for p in params if (g := grads[id(p)]) is not None]
+    return torch.stack(squares).sum().sqrt() if squares else torch.zeros(())
 
 
 def _removal_deltas(model: DeepTransformer, idx: Tensor, targets: Tensor, base: float) -> Array:

@@ -66,6 +66,14 @@ def _group_of(model: DeepTransformer) -> dict[int, str]:
     return group
 
 
+def wiring_parameters(model: DeepTransformer) -> list[nn.Parameter]:
+    """The wiring's own parameters (its two groups: AttnRes queries and gains, HC and mHC maps,
+    DenseFormer and MUDDFormer weights, ...), in ``model.parameters()`` order."""
+    group = _group_of(model)
+    own = (par.WIRING_WEIGHT, par.WIRING_GAIN)
+    return [p for p in model.parameters() if group[id(p)] in own]
+
+
 def parametrized_groups(model: DeepTransformer, t: TrainConfig) -> list[dict[str, Any]]:
     """AdamW groups under a parametrization other than sp: ``parametrization.group_rules``'
     multipliers times ``train.lr``, ``train.weight_decay`` and ``ADAM_EPS``, one group per

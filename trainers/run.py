@@ -52,6 +52,9 @@ class TrainResult:
     dilution: dict[str, float] = field(default_factory=dict)  # the last profile's summaries
     status: RunStatus = "finished"
     reason: str = ""  # one line: why it diverged or timed out ("" when finished)
+    # one line naming the depth-softmax sites that collapsed, and by which step
+    # (trainers.routing.RoutingAlarm, train.routing_alarm); "" when none did
+    routing_alarm: str = ""
     stop_step: int | None = None  # the step it diverged or timed out at
 
     def to_json(self) -> str:
@@ -89,8 +92,12 @@ def _dilution_callback(cfg: RunConfig, data: Any, out_dir: Path) -> Any:
     val = data.source.val_set(cfg.model.seq_len, cfg.train.diagnostics_batch)
     xs, ys = zip(*(val[i] for i in range(len(val))), strict=True)
     batch = (torch.stack(xs), torch.stack(ys))
+    from trainers.routing import RoutingAlarm
+
     t = cfg.train
-    return DilutionCallback(batch, out_dir / "dilution", t.diagnostics_every, t.diagnostics_removal)
+    alarm = RoutingAlarm(t.routing_alarm)
+    folder = out_dir / "dilution"
+    return DilutionCallback(batch, folder, t.diagnostics_every, t.diagnostics_removal, alarm)
 
 
 def train(
@@ -175,6 +182,7 @@ def train(
         flops_per_token=per_token,
         train_flops=train_flops(cfg.model, trainer.global_step, t.batch_size),
         dilution=dilution.last.summaries() if dilution and dilution.last else {},
+        routing_alarm=dilution.alarm.message() if dilution and dilution.alarm else "",
         # the steps this process trained (a resumed run's global_step counts earlier ones), on
         # this rank's share of each batch
         cost=meter.finish(_rate(per_token * timed * per_rank * seq, wall, timed)),

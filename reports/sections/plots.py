@@ -6,8 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 from reports import figures
-from reports.document import Figure, Section
+from reports.document import Figure, Paragraph, Section
 from reports.sweep import SweepData
+from trainers.routing import ALARM_PREFIX
 
 
 def figure_section(data: SweepData) -> Section | None:
@@ -49,14 +50,36 @@ def figure_section(data: SweepData) -> Section | None:
                 profile.pdf,
             )
         )
-    for i, (arm, image) in enumerate(figures.depth_weight_heatmaps(done, data.depth_weights)):
+    heatmaps = figures.depth_weight_heatmaps(done, data.depth_weights, data.routing_top1)
+    # A record from before the routing statistics has nothing to frame: its caption stays.
+    framed = (
+        " Framed in red: a site that collapsed in at least one seed (per-token top-1 mass "
+        "above train.routing_alarm)."
+        if data.routing_top1
+        else ""
+    )
+    for i, (arm, image) in enumerate(heatmaps):
         blocks.append(
             Figure(
                 f"depth_weights_{i}",
                 image.png,
                 f"{arm}: depth-attention weights (rows: blocks' sites, columns: sources; "
-                "mean over tokens and seeds).",
+                f"mean over tokens and seeds).{framed}",
                 image.pdf,
             )
         )
+    alarms = _routing_alarms(done)
+    if alarms:
+        blocks.append(Paragraph("Routing alarms: " + "; ".join(alarms) + ".", "warning"))
     return Section("Figures", tuple(blocks)) if blocks else None
+
+
+def _routing_alarms(done: Any) -> list[str]:
+    """Each finished trial's routing alarm (the reason it carries: ``trainers.routing``), as
+    "arm seed s: site j collapsed onto ... by step t"."""
+    out = []
+    for _, row in done.iterrows():
+        reason = row.get("reason")
+        if isinstance(reason, str) and reason.startswith(ALARM_PREFIX):
+            out.append(f"{row['arm']} seed {row['seed']}: {reason}")
+    return out

@@ -84,6 +84,8 @@ BAD = [
         "model.placement",
     ),
     (["train", "--set", "model.depth=3"], "unknown field"),
+    (["train", "--set", "train.routing_alarm=0"], "train.routing_alarm"),
+    (["train", "--set", "train.routing_alarm=1.5"], "train.routing_alarm"),
     (["train", "--set", "model.n_layers=many"], "not a valid int"),
     (["train", "--set", "data.source=text", "--set", "data.path=/no/such/file"], "does not exist"),
     (["train", "--set", "data.source=text"], "needs a path"),

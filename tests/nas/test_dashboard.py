@@ -62,3 +62,19 @@ def test_a_trial_run_is_named_and_described_in_one_line(tmp_path: Path) -> None:
     set_outcome(record, "k2", Status.STOPPED_EARLY)
     note = _client(uri).get_run(stopped.run_id).data.tags[Tag.NOTE]
     assert note == "block_attnres seed 4: stopped_early, final val loss 4.5000"
+
+
+def test_a_finished_trial_with_a_routing_alarm_names_it_in_reason_and_description(
+    tmp_path: Path,
+) -> None:
+    """A trial that finished with collapsed routing keeps the alarm as its reason, and its
+    description says it after the final loss."""
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    record = open_sweep(uri, "s", "key", {}, {})
+    done = TrialRun(record, "k1", {"train.lr": 0.01}, {Tag.ARM: "attnres", Tag.SEED: "0"})
+    done.log_metrics({Metric.FINAL_VAL_LOSS: 2.5}, step=80)
+    alarm = "routing alarm (top-1 mass > 0.95): site 1 collapsed onto the embedding by step 40"
+    done.end(Status.FINISHED, alarm, 80)
+    tags = _client(uri).get_run(done.run_id).data.tags
+    assert tags[Tag.REASON] == alarm
+    assert tags[Tag.NOTE] == f"attnres seed 0: finished, final val loss 2.5000; {alarm}"

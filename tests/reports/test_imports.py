@@ -33,6 +33,7 @@ TORCH_FREE_TRAINERS = {
     "trainers.flops",
     "trainers.identity",
     "trainers.power",
+    "trainers.routing",
 }
 
 

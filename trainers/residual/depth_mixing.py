@@ -292,4 +292,7 @@ class PlainSources:
         if extra is not None:
             values, scales = [*values, extra], [*scales, self.mixer.key_scale(extra)]
         x, weights = self.mixer(site, values, scales)
-        return x, lambda: weights.mean(-2)  # the probe reads one weight per source
+        # heads join the tokens, (B, T*H, S): the probe's per-token statistics are per token
+        # and head, and its token average is the mean over heads of each source's weight.
+        # Scalar logits give (H, S), the same at every token: expanded first.
+        return x, lambda: weights.expand(*x.shape[:2], *weights.shape[-2:]).flatten(1, 2)

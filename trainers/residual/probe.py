@@ -15,8 +15,17 @@ from contextvars import ContextVar
 import torch
 from torch import Tensor
 
-# kind -> site index -> weights averaged over batch and tokens (detached, float32, CPU)
-Mixing = dict[str, dict[int, Tensor]]
+from trainers.routing import token_routing
+
+
+class Mixing(dict[str, dict[int, Tensor]]):
+    """kind -> site index -> weights averaged over batch and tokens (detached, float32, CPU);
+    ``routing``: kind -> site index -> ``trainers.routing.STATS`` per token, then averaged."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.routing: dict[str, dict[int, Tensor]] = {}
+
 
 _PROBE: ContextVar[Mixing | None] = ContextVar("mixing_probe", default=None)
 
@@ -30,6 +39,7 @@ def report(kind: str, site: int, weights: Callable[[], Tensor], token_dims: int 
     if probe is None:
         return
     w = weights().detach().float()
+    probe.routing.setdefault(kind, {})[site] = token_routing(w).cpu()
     if token_dims and w.dim() > token_dims:
         w = w.mean(dim=tuple(range(token_dims)))
     probe.setdefault(kind, {})[site] = w.cpu()
@@ -38,7 +48,7 @@ def report(kind: str, site: int, weights: Callable[[], Tensor], token_dims: int 
 @contextmanager
 def mixing_probe() -> Iterator[Mixing]:
     """Collect every ``report`` made inside the block."""
-    found: Mixing = {}
+    found = Mixing()
     token = _PROBE.set(found)
     try:
         yield found

@@ -1,0 +1,178 @@
+"""Routing health: per-token statistics of mixing weights against answers from the math, the
+collapse alarm's rule, and the profile's routing fields for every depth-mixing wiring."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from record.schema import Metric
+from tests.trainers.conftest import tiny
+from trainers.config import TrainConfig
+from trainers.diagnostics import dilution_profile
+from trainers.model import DeepTransformer
+from trainers.routing import STATS, RoutingAlarm, collapsed_sites, token_routing
+
+
+def _stats(weights: torch.Tensor) -> dict[str, float]:
+    return dict(zip(STATS, token_routing(weights).tolist(), strict=True))
+
+
+def test_uniform_weights_have_entropy_one_top1_one_over_n_and_n_sources() -> None:
+    """Uniform weights over n = 5: normalized entropy 1, top-1 mass 1/5, effective sources 5,
+    logit spread 0."""
+    s = _stats(torch.full((3, 7, 5), 0.2))
+    assert s["entropy"] == pytest.approx(1.0)
+    assert s["top1"] == pytest.approx(0.2)
+    assert s["sources"] == pytest.approx(5.0)
+    assert s["spread"] == pytest.approx(0.0, abs=1e-12)
+
+
+def test_one_hot_weights_have_entropy_zero_and_top1_one() -> None:
+    """One source per token: entropy 0, top-1 mass 1, one effective source."""
+    w = torch.nn.functional.one_hot(torch.randint(0, 4, (2, 9)), 4).float()
+    s = _stats(w)
+    assert s["entropy"] == pytest.approx(0.0, abs=1e-12)
+    assert s["top1"] == pytest.approx(1.0)
+    assert s["sources"] == pytest.approx(1.0)
+
+
+def test_per_token_collapse_hidden_by_the_token_average() -> None:
+    """Half the tokens one-hot on source 0, half on source 1: the token-averaged weights are
+    (1/2, 1/2), entropy 1, but every token reads one source: per-token entropy 0, top-1 1."""
+    w = torch.zeros(1, 10, 2)
+    w[0, :5, 0] = 1.0
+    w[0, 5:, 1] = 1.0
+    averaged = w.mean((0, 1))
+    assert _stats(averaged)["entropy"] == pytest.approx(1.0)
+    s = _stats(w)
+    assert s["entropy"] == pytest.approx(0.0, abs=1e-12)
+    assert s["top1"] == pytest.approx(1.0)
+
+
+def test_spread_is_the_softmax_logit_spread() -> None:
+    """For softmax weights, log a_i - log a_j = l_i - l_j: the spread read from the weights is
+    max l - min l, per token, then averaged (here 3 and 7: 5)."""
+    logits = torch.tensor([[[0.0, 1.0, 3.0]], [[-2.0, 5.0, 0.0]]])  # (2, 1, 3)
+    assert _stats(logits.softmax(-1))["spread"] == pytest.approx(5.0, rel=1e-6)
+
+
+def test_free_weights_are_read_as_shares_of_absolute_weight() -> None:
+    """DenseFormer-style free weights (1, -1, 2): p = (1/4, 1/4, 1/2), top-1 1/2, entropy
+    H(p) / log 3 with H(p) = 1.5 log 2."""
+    s = _stats(torch.tensor([1.0, -1.0, 2.0]))
+    assert s["top1"] == pytest.approx(0.5)
+    assert s["entropy"] == pytest.approx(1.5 * math.log(2) / math.log(3))
+
+
+def test_one_source_has_no_entropy_and_is_never_an_alarm() -> None:
+    """A site with one source: entropy NaN (log 1 = 0), top-1 1, and the alarm skips it."""
+    assert math.isnan(_stats(torch.ones(2, 3, 1))["entropy"])
+    alarm = RoutingAlarm(0.95)
+    weights = np.array([[1.0, np.nan], [0.99, 0.01]])
+    alarm.observe(np.array([1.0, 0.5]), weights, step=10)
+    assert alarm.found == {}
+
+
+def test_alarm_keeps_the_first_step_and_names_the_site_and_source() -> None:
+    """A site above the threshold is named with the step it first exceeded it at and the source
+    holding most of its weight; a later profile does not move the step."""
+    alarm = RoutingAlarm(0.95)
+    weights = np.array([[1.0, np.nan, np.nan], [0.9, 0.1, np.nan], [0.3, 0.3, 0.4]])
+    alarm.observe(np.array([1.0, 0.97, 0.6]), weights, step=40)
+    alarm.observe(np.array([1.0, 0.99, 0.99]), weights, step=60)
+    assert [(c.site, c.step) for c in alarm.found.values()] == [(1, 40), (2, 60)]
+    assert alarm.message().startswith(
+        "routing alarm (top-1 mass > 0.95): site 1 collapsed onto the embedding by step 40"
+    )
+    assert "site 2 collapsed onto source 2 by step 60" in alarm.message()
+    assert RoutingAlarm(0.95).message() == ""
+    collapsed = collapsed_sites(np.array([1.0, 0.97, 0.6]), weights, 0.95)
+    assert collapsed.tolist() == [False, True, False]
+
+
+@pytest.mark.parametrize("value", [0.0, -0.1, 1.01, math.nan])
+def test_routing_alarm_outside_zero_one_is_refused(value: float) -> None:
+    """train.routing_alarm is a top-1 mass threshold: (0, 1], anything else is bad input."""
+    with pytest.raises(ValueError, match="train.routing_alarm"):
+        TrainConfig(routing_alarm=value)
+    assert TrainConfig(routing_alarm=1.0).routing_alarm == 1.0
+
+
+SOFTMAX = [
+    {"residual": "attnres"},
+    {"residual": "block_attnres"},
+    {"residual": "attnres", "attnres_query": "input"},
+    {"residual": "attnres", "attnres_heads": 2},
+    {"residual": "attnres", "attnres_window": 2},
+    {"residual": "attnres", "attnres_query": "scalar"},
+]
+FREE = [
+    {"residual": "denseformer"},
+    {"residual": "mudd"},
+    {"residual": "attnres", "attnres_gate": "sigmoid"},
+]
+MATRIX = [{"residual": "hyper"}, {"residual": "mhc"}]
+
+
+def _id(overrides: dict[str, object]) -> str:
+    return "-".join(f"{v}" if k == "residual" else f"{k}={v}" for k, v in overrides.items())
+
+
+def _profile(**overrides: object) -> object:
+    cfg = tiny(n_layers=3, attnres_blocks=3, **overrides)
+    model = DeepTransformer(cfg)
+    idx = torch.randint(0, 32, (2, 12))
+    return dilution_profile(model, idx, idx.roll(-1, 1))
+
+
+@pytest.mark.parametrize("overrides", SOFTMAX, ids=_id)
+def test_softmax_wirings_start_uniform_per_token(overrides: dict[str, object]) -> None:
+    """Zero queries (or logits) at init: every softmax site is uniform over its sources token by
+    token, so its per-token entropy is 1 (a window masks sources: the sources it reads are
+    uniform, below 1 over all of them), spread 0; the summaries and the wiring's gradient share
+    are reported."""
+    p = _profile(**overrides)
+    assert p.routing_top1 is not None and p.routing_spread is not None
+    assert p.depth_weights is not None and len(p.routing_top1) == len(p.depth_weights)
+    counts = np.sum(~np.isnan(p.depth_weights), axis=1)
+    if "attnres_window" not in overrides:
+        np.testing.assert_allclose(p.routing_top1, 1.0 / counts, rtol=1e-5)
+        np.testing.assert_allclose(p.routing_sources, counts, rtol=1e-5)
+    np.testing.assert_allclose(p.routing_spread, 0.0, atol=1e-5)
+    s = p.summaries()
+    for name in (Metric.ROUTING_ENTROPY, Metric.ROUTING_TOP1_MAX, Metric.ROUTING_SPREAD_MAX):
+        assert name in s
+    assert 0.0 < s[Metric.WIRING_GRAD_SHARE] < 1.0
+
+
+@pytest.mark.parametrize("overrides", FREE + MATRIX, ids=_id)
+def test_free_weights_and_matrices_report_shares_but_no_spread(
+    overrides: dict[str, object],
+) -> None:
+    """DenseFormer, MUDDFormer, a sigmoid gate (free weights) and HC / mHC (stream-mixing
+    matrices) report per-site entropy, top-1 mass and sources of their absolute weights, in
+    range; no logits, so no spread."""
+    p = _profile(**overrides)
+    assert p.routing_top1 is not None and p.routing_entropy is not None
+    assert np.all((p.routing_top1 > 0) & (p.routing_top1 <= 1 + 1e-9))
+    assert p.routing_spread is not None and np.isnan(p.routing_spread).all()
+    assert Metric.ROUTING_SPREAD_MAX not in p.summaries()
+
+
+def test_standard_has_no_routing() -> None:
+    """A plain residual mixes nothing: no routing arrays, no routing summaries, no wiring
+    share (it has no parameters of its own)."""
+    p = _profile()
+    assert p.routing_top1 is None and p.wiring_grad_share is None
+    assert not any(k.startswith("dilution/routing") for k in p.summaries())
+
+
+def test_profile_json_holds_the_per_site_arrays() -> None:
+    """The per-site arrays go to the profile artifact (``to_dict``), not to metric keys."""
+    data = _profile(residual="attnres").to_dict()
+    assert len(data["routing_top1"]) == 2 * 3 + 1
+    assert all(not k[-1].isdigit() for k in data["summaries"])
