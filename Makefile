@@ -37,11 +37,11 @@ endif
 .PHONY: FORCE
 FORCE:
 
-# The default sweep: standard/pre vs Full and Block AttnRes at 4 and 8 blocks, recorded in
-# ./mlflow.db (`.venv/bin/mlflow ui` shows it); about 4 minutes on 2 CPU cores.
+# The demo sweep: standard pre-norm against Block AttnRes at 8 blocks, 6 seeds, two trials at a
+# time, recorded in ./mlflow.db (`.venv/bin/nas ui` shows it); about 8 minutes on 2 CPU cores.
 demo: setup
-	$(BIN)/nas sweep quick
-	$(BIN)/nas report quick
+	$(BIN)/nas sweep demo --concurrency 2
+	$(BIN)/nas report demo
 
 # Every CPU benchmark (about 15 minutes on 2 idle cores); rewrites docs/benchmarks.md's table.
 bench: setup

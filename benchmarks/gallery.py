@@ -40,7 +40,12 @@ class Study:
 
 
 STUDIES = (
-    Study("quick", "the demo: standard/pre against Full and Block AttnRes at 4 and 8 blocks"),
+    Study(
+        "demo",
+        "the demo (`make demo`): standard pre-norm against Block AttnRes at 8 blocks, 6 seeds",
+        ("--concurrency", "2"),
+    ),
+    Study("quick", "a first look: standard/pre against Full and Block AttnRes at 4 and 8 blocks"),
     Study(
         "compute_frontier",
         "iso-FLOP curves: depth at three FLOP budgets, standard against Block AttnRes",
@@ -132,8 +137,8 @@ def index() -> str:
         "this scale the runs are short and the models tiny: read each report's intervals, "
         "verdicts and notes, not only its means; a published effect appears here only where "
         "the report's own statistics show it. Regenerate with `make results` (each study's "
-        "sweep time is under its heading; `python -m benchmarks.gallery --only quick` for the "
-        "demo alone, about 5 minutes).",
+        "sweep time is under its heading; `python -m benchmarks.gallery --only demo` for the "
+        "demo alone, about 8 minutes).",
         "",
     ]
     for s in STUDIES:

@@ -58,7 +58,7 @@ DOCUMENTS = (
     *sorted(p for p in (ROOT / "docs").rglob("*.md") if not p.is_relative_to(GENERATED)),
 )
 
-STORE_SWEEP = "quick"  # the demo's sweep, the one the documents' report commands name
+STORE_SWEEP = "quick"  # the sweep the documents' report commands name
 MAX_TRIALS = 6  # cells (seed 0) a documented sweep may train in full here
 TIME_BUDGET_H = "0.0003"  # about a second: plan, record and Tune start, then exit 75
 TINY_STEPS = "2"
