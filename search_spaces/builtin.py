@@ -350,6 +350,8 @@ _PLAIN: dict[str, Space] = {
 
 # The demo spaces a user reruns with each arm at its own learning rate: what the stage costs.
 TUNED_COST = {
+    "demo": "10 more trials: about 7 minutes on 2 CPU cores at --concurrency 2, estimated from "
+    "the demo's 475 s for 12",
     "quick": "30 more trials: about 20 minutes on 2 CPU cores, estimated from the 6 minutes "
     "quick took in docs/results",
     "attnres_ablation": "75 more trials, each as long as one of its seeds",

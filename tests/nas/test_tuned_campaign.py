@@ -133,7 +133,7 @@ def test_a_stage_on_a_model_field_an_arm_does_not_read_is_refused() -> None:
         campaign_of(space, RunConfig())
 
 
-@pytest.mark.parametrize("name", ["quick", "attnres_ablation"])
+@pytest.mark.parametrize("name", ["demo", "quick", "attnres_ablation"])
 def test_a_demo_s_tuned_variant_plans_its_stage_then_the_same_cells(name: str) -> None:
     """``<name>_tuned`` is the demo's grid with a stage: the same final cells (arms, depths,
     seeds, configurations but the learning rate), a stage of every arm x point before them,

@@ -155,7 +155,7 @@ def test_lr_transfer_tunes_every_depth_of_each_wiring_and_parametrization() -> N
     assert "minutes" in space.description
 
 
-@pytest.mark.parametrize("name", ["quick", "attnres_ablation"])
+@pytest.mark.parametrize("name", ["demo", "quick", "attnres_ablation"])
 def test_a_demo_s_tuned_variant_is_the_demo_plus_a_stage(name: str) -> None:
     """``<name>_tuned`` has the demo's base, arms, axes and seeds, and a log-spaced stage of
     train.lr whose grid holds the demo's shared learning rate inside it (not on its edge)."""

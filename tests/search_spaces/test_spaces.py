@@ -225,7 +225,7 @@ def test_bad_space_files_name_the_file_and_key(tmp_path: Path, text: str, match:
 
 def test_unknown_space_name_lists_the_builtins() -> None:
     """An unknown name that is not a file lists every built-in space."""
-    with pytest.raises(ValueError, match="smoke, demo, quick"):
+    with pytest.raises(ValueError, match="smoke, demo, demo_tuned, quick"):
         get_space("nonesuch")
 
 
