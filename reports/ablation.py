@@ -235,7 +235,7 @@ def arm_rows(view: TrialView, override: str | None = None) -> list[ArmRow]:
     labelled = view.configured
     if labelled.empty:
         return []
-    base_of = baselines(labelled, override, view.tuned)
+    base_of = baselines(labelled, override, view.chosen)
     groups = {str(arm): g for arm, g in labelled.groupby("arm")}
     finished = {str(arm): g for arm, g in view.comparable.groupby("arm")}
     done = {arm: finished.get(arm, g.iloc[:0]) for arm, g in groups.items()}
@@ -276,7 +276,7 @@ def axis_effect(view: TrialView, axis: str, metric: str = Metric.FINAL_VAL_LOSS)
     kept = ran.index.isin(view.comparable.index)
     values = ran[metric] if metric in ran else pd.Series(math.nan, index=ran.index)
     cells = ran.assign(_value=values.where(kept), _diverged=diverged(ran).astype(int))
-    others = [k for k in varied_axes(ran) if k != axis and k not in view.tuned]
+    others = [k for k in varied_axes(ran) if k != axis and k not in view.chosen]
     grouped = cells.groupby([*others, axis], dropna=False)
     frames = {
         "loss": grouped["_value"].mean(),

@@ -246,15 +246,21 @@ class TrialView:
     sampled: pd.DataFrame = field(default_factory=pd.DataFrame)
     """The comparable trials at every point a search sampled (``comparable`` before each
     arm's best point is selected): what the search section reads."""
+    chosen: tuple[str, ...] = ()
+    """The settings each arm chose for itself, which an arm and its baseline may differ in: a
+    search's ``tuned`` keys and a tuned grid's stage parameter (each arm at its own best)."""
 
 
 def normalize(
-    trials: pd.DataFrame, stage: StageKeys | None = None, tuned: Sequence[str] = ()
+    trials: pd.DataFrame,
+    stage: StageKeys | None = None,
+    tuned: Sequence[str] = (),
+    stage_param: str | None = None,
 ) -> TrialView:
     """The view of a sweep's recorded trial frame (``SweepData.trials``) every section reads;
     ``stage``: its learning-rate stage's trials (``stage_keys``), left out of the comparison;
     ``tuned``: a search's settings tuned per arm (``tuned_keys``), the comparison taking each
-    arm at its best point."""
+    arm at its best point; ``stage_param``: the setting a tuned grid's stage chose per arm."""
     labelled = with_arms(trials, tuned)
     stage = stage or {}
     in_stage = labelled["key"].isin(list(stage)) if "key" in labelled else None
@@ -283,4 +289,5 @@ def normalize(
         stage=staged,
         tuned=tuple(tuned),
         sampled=sampled,
+        chosen=(*tuned, *([stage_param] if stage and stage_param else [])),
     )

@@ -114,5 +114,7 @@ class SweepData:
     def __post_init__(self) -> None:
         from reports.normalize import normalize, stage_keys, tuned_keys  # pandas: not for --help
 
-        view = normalize(self.trials, stage_keys(self.lr_stage), tuned_keys(self.space))
+        stage = self.lr_stage or {}
+        param = str(stage["param"]) if "param" in stage else None
+        view = normalize(self.trials, stage_keys(stage), tuned_keys(self.space), param)
         object.__setattr__(self, "view", view)

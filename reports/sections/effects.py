@@ -16,7 +16,7 @@ from reports.sweep import SweepData
 def axis_effects(data: SweepData) -> Section | None:
     ran = data.view.outcome
     # a search's settings tuned per arm vary with each arm's best point: not an axis here
-    axes = [k for k in varied_axes(ran) if k not in data.view.tuned] if not ran.empty else []
+    axes = [k for k in varied_axes(ran) if k not in data.view.chosen] if not ran.empty else []
     if not axes:
         return None
     blocks: list[Any] = [

@@ -105,3 +105,40 @@ def test_a_grid_without_a_stage_says_its_arms_shared_one_learning_rate() -> None
     varied = [trial("a", 0, 3.0, train__lr=lr) for lr in (1e-3, 1e-2)]
     axis = lr_section(sweep([*varied, trial("b", 0, 3.0, model__residual="rezero")]))
     assert axis is not None and "an axis of the grid" in axis.blocks[0].text  # type: ignore[union-attr]
+
+
+def test_arms_that_chose_different_rates_are_still_compared() -> None:
+    """Block AttnRes chose another learning rate than standard: it is still compared with
+    standard (the rate is each arm's own choice, not part of the context it is matched in), paired
+    by seed, and the rate is no one-axis effect (it would be the arms' difference again)."""
+    rows, arms = [], {}
+    for arm, residual in (
+        ("standard", {}),
+        ("block_attnres", {"model__residual": "block_attnres"}),
+    ):
+        keys = {}
+        for value in VALUES:
+            row = {**_stage_row(arm, value, 3.3), **residual}
+            rows.append(row)
+            keys[repr(value)] = [row["key"]]
+        arms[arm] = {"keys": keys}
+    chosen = {
+        "standard": (VALUES[1], 3.0, {}),
+        "block_attnres": (VALUES[2], 2.9, {"model__residual": "block_attnres"}),
+    }
+    for arm, (value, loss, residual) in chosen.items():
+        rows += [trial(arm, s, loss + s / 100, train__lr=value, **residual) for s in (0, 1, 2)]
+    state = {"param": "train.lr", "values": list(VALUES), "seeds": 1, "arms": arms}
+    data = sweep(rows, lr_stage=state)
+    _, table = main_table(data, None)
+    block = next(r for r in table if r.arm == "block_attnres")
+    assert block.baseline == "standard"
+    assert block.comparison is not None and block.comparison.test == "paired t"
+    assert abs(block.comparison.diff - (-0.1)) < 1e-9
+    text = "\n".join(s.title for s in build_report(data).sections)
+    assert "train.lr" not in " ".join(
+        str(b)
+        for s in build_report(data).sections
+        if s.title == "One-axis effects"
+        for b in s.blocks
+    ), text
