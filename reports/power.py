@@ -29,6 +29,7 @@ __all__ = [
     "comparison_mde",
     "comparison_seeds",
     "detection_power",
+    "estimable",
     "mde",
     "noisy_arms",
     "sd_range",
@@ -36,14 +37,15 @@ __all__ = [
 ]
 
 
-def _estimable(c: Comparison, alpha: float) -> bool:
+def estimable(c: Comparison, alpha: float) -> bool:
+    """Whether ``c``'s noise can size anything: ``MIN_SEEDS`` seeds, a finite sd, a level."""
     return c.n >= MIN_SEEDS and math.isfinite(c.sd) and math.isfinite(alpha)
 
 
 def comparison_mde(c: Comparison, alpha: float) -> float:
     """The smallest |Δ| ``c``'s test detects with ``POWER`` at level ``alpha`` and its seeds;
     nan under ``MIN_SEEDS`` seeds (the noise cannot be estimated) or when none was tested."""
-    if not _estimable(c, alpha):
+    if not estimable(c, alpha):
         return math.nan
     return mde(c.sd, c.n, alpha, POWER, c.test == "paired t")
 
@@ -52,7 +54,7 @@ def comparison_seeds(c: Comparison, effect: float, alpha: float) -> int | None:
     """Seeds per arm for ``c``'s test to detect ``effect``; None beyond ``SEEDS_CAP`` or where
     ``comparison_mde`` is nan. Never fewer than ``MIN_SEEDS``: a sweep of fewer could not
     estimate its noise to say what it found."""
-    if not _estimable(c, alpha):
+    if not estimable(c, alpha):
         return None
     n = seeds_needed(c.sd, effect, alpha, POWER, c.test == "paired t", SEEDS_CAP)
     return None if n is None else max(n, MIN_SEEDS)

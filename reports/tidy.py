@@ -20,7 +20,7 @@ from reports.ablation import ArmRow
 from reports.document import DataFile
 from reports.merge import SWEEP_COLUMN
 from reports.normalize import PARAM_PREFIXES
-from reports.power import comparison_mde, comparison_seeds
+from reports.power import comparison_mde, comparison_seeds, estimable
 from reports.sections.cost import ArmCost, arm_costs
 from reports.stats import Interval, first_step_alpha
 from reports.sweep import TRIAL_COLUMNS, SweepData
@@ -97,12 +97,12 @@ def _power(r: ArmRow, effect: float, alpha: float) -> dict[str, object]:
     """The seeds section's numbers for ``r``'s comparison; none under 3 seeds (the noise cannot
     be estimated) or without one."""
     c = r.comparison
-    if c is None or math.isnan(mde := comparison_mde(c, alpha)):
+    if c is None or not estimable(c, alpha):
         return {}
     return {
         "noise_sd": c.sd,
         "alpha": alpha,
-        "mde": mde,
+        "mde": comparison_mde(c, alpha),
         "effect": effect,
         # beyond the cap: inf, where an empty cell would read as "not estimated"
         "seeds_needed": comparison_seeds(c, effect, alpha) or math.inf,

@@ -20,6 +20,7 @@ from reports.power import (
     SEEDS_CAP,
     comparison_mde,
     comparison_seeds,
+    estimable,
     noisy_arms,
     sd_range,
 )
@@ -155,7 +156,7 @@ def _paired(c: Comparison) -> bool:
 
 
 def _needed_cell(c: Comparison, effect: float, alpha: float) -> str:
-    if c.n < MIN_SEEDS or not math.isfinite(c.sd) or not math.isfinite(alpha):
+    if not estimable(c, alpha):
         return "—"
     n = comparison_seeds(c, effect, alpha)
     return f"> {SEEDS_CAP}" if n is None else str(n)
@@ -198,7 +199,7 @@ def _sentence(r: ArmRow, effect: float, alpha: float) -> Paragraph:
     c = r.comparison
     assert c is not None
     head = f"`{r.arm}` vs `{r.baseline}`: Δ {fmt_diff(c)}"
-    if c.n < MIN_SEEDS or not math.isfinite(c.sd) or not math.isfinite(alpha):
+    if not estimable(c, alpha):
         seeds = f"{c.n} seed{'s' if c.n != 1 else ''}"
         return Paragraph(
             f"{head} from {seeds}: the seed noise cannot be estimated from fewer than "
