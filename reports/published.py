@@ -47,7 +47,10 @@ TABLE4 = (
     # Sinkhorn mHC of arXiv 2512.24880 (model.residual "mhc"), which has no row here.
     Published("mHC", 1.747, "mhc_lite"),
     Published("AttnRes Full", 1.737, "attnres"),
-    Published("Full + input-dependent query", 1.731, "attnres", ("query", "input")),
+    # The paper's query is "projected from the current hidden state", scale and rate unsaid; the
+    # raw projection ('input') saturates the softmax at any width (docs/variants.md), so the row
+    # is matched by the form chosen by measurement, the static query plus the projection / d.
+    Published("Full + input-dependent query", 1.731, "attnres", ("query", "static_input")),
     Published("Full + input-independent mixing", 1.749, "attnres", ("query", "scalar")),
     Published("Full + sigmoid", 1.741, "attnres", ("gate", "sigmoid")),
     Published("Full without key RMSNorm", 1.743, "attnres", ("key_norm", "none")),

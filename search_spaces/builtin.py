@@ -121,7 +121,19 @@ def _table4() -> dict[str, dict[str, Any]]:
         "mhc": {"model.residual": "mhc"},  # Sinkhorn mHC: no Table 4 row, kept beside the row's
         "mhc_lite": {"model.residual": "mhc_lite"},  # what the paper's mHC row ran
         "attnres": full,
+        # Table 4's input-dependent row: the form chosen by measurement (docs/variants.md), then
+        # the raw projection and the other forms as ablations of it.
+        "attnres/query=static_input": {**full, "model.attnres_query": "static_input"},
         "attnres/query=input": {**full, "model.attnres_query": "input"},
+        "attnres/query=input_d": {**full, "model.attnres_query": "input_d"},
+        "attnres/query=input_sqrt_d": {**full, "model.attnres_query": "input_sqrt_d"},
+        "attnres/query=low_rank": {**full, "model.attnres_query": "low_rank"},
+        "attnres/query=gated": {**full, "model.attnres_query": "gated"},
+        "attnres/query=input,query_lr=1/64": {
+            **full,
+            "model.attnres_query": "input",
+            "model.attnres_query_lr": 1 / 64,
+        },
         "attnres/query=scalar": {**full, "model.attnres_query": "scalar"},
         "attnres/gate=sigmoid": {**full, "model.attnres_gate": "sigmoid"},
         "attnres/key_norm=none": {**full, "model.attnres_key_norm": "none"},

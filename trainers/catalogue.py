@@ -215,8 +215,17 @@ def _attnres_flops(cfg: ModelConfig) -> int:
     d, heads = cfg.d_model, cfg.attnres_heads
     sources = attnres_sources(cfg)
     logit = 0 if cfg.attnres_query == "scalar" else 2 * heads * d
-    projection = 2 * d * heads * d if cfg.attnres_query == "input" else 0
+    projection = 2 * _query_projection(cfg)
     return TRAIN * sum(logit * s + weighted_sum(s, d) + projection for s in sources)
+
+
+def _query_projection(cfg: ModelConfig) -> int:
+    """An input-dependent query's projection weights per site (its multiply-adds per token):
+    d x H d, or low rank r x d then H d x r; none for a static query or scalar logits."""
+    d, hd, r = cfg.d_model, cfg.attnres_heads * cfg.d_model, cfg.attnres_query_rank
+    if cfg.attnres_query in ("static", "scalar"):
+        return 0
+    return r * (d + hd) if cfg.attnres_query == "low_rank" else hd * d
 
 
 def _read_and_mix(cfg: ModelConfig) -> int:
@@ -302,6 +311,12 @@ def _norm_params(cfg: ModelConfig) -> int:
     return cfg.d_model * (2 if cfg.norm == "layernorm" else 1)
 
 
+# The input-dependent query forms (trainers.residual.depth_mixing.QUERY_FORMS, which a test holds
+# these to), and those that add the static query.
+INPUT_QUERIES = ("input", "input_sqrt_d", "input_d", "static_input", "low_rank", "gated")
+_STATIC_PLUS_INPUT = ("static_input", "low_rank", "gated")
+
+
 def _attnres_params(cfg: ModelConfig) -> int:
     """Per site (2L + 1; 2L - 1 with additive routing): a query of H d, or a d x H d projection,
     and a key gain of d unless the keys are raw; or, with scalar logits, one per source position
@@ -311,9 +326,10 @@ def _attnres_params(cfg: ModelConfig) -> int:
     if cfg.attnres_query == "scalar":
         blocks = len(cfg.attnres_block_sizes)
         return sites * heads * (blocks + (cfg.attnres_sources == "outputs"))
-    query = heads * d * (d if cfg.attnres_query == "input" else 1)
+    static = heads * d if cfg.attnres_query in ("static", *_STATIC_PLUS_INPUT) else 0
+    gate = heads if cfg.attnres_query == "gated" else 0
     gain = d if cfg.attnres_key_norm == "rmsnorm" else 0
-    return sites * (query + gain)
+    return sites * (static + _query_projection(cfg) + gate + gain)
 
 
 def _hyper_params(cfg: ModelConfig) -> int:
@@ -360,6 +376,8 @@ _SWITCH_FIELDS = (
     "attnres_heads",
     "attnres_window",
     "attnres_sources",
+    "attnres_query_rank",
+    "attnres_query_lr",
 )
 _ATTNRES = "Kimi Team 2026, arXiv 2603.15031"
 
@@ -627,6 +645,16 @@ SWITCHES: tuple[Switch, ...] = (
     Switch(field="attnres_key_norm", short="key_norm", paper="Table 4: w/o key RMSNorm"),
     Switch(field="attnres_gate", short="gate", paper="Table 4: sigmoid instead of softmax"),
     Switch(field="attnres_query", short="query", paper="Table 4: input-dependent query / mixing"),
+    Switch(
+        field="attnres_query_rank",
+        short="query_rank",
+        paper="the rank of a low-rank input-dependent query (issue 27: not the paper's)",
+    ),
+    Switch(
+        field="attnres_query_lr",
+        short="query_lr",
+        paper="a learning-rate multiplier on the input-dependent query's own parameters",
+    ),
     Switch(field="attnres_heads", short="heads", paper="Table 4: multi-head depth attention"),
     Switch(field="attnres_window", short="window", paper="Table 4: sliding window"),
     Switch(

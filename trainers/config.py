@@ -11,6 +11,7 @@ that search spaces, the CLI and the reports can validate and read configurations
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
@@ -41,7 +42,9 @@ PositionName = Literal["learned", "rope"]
 # AttnRes design switches (the paper's Table 4); registry keys in trainers.residual.depth_mixing.
 KeyNormName = Literal["rmsnorm", "none"]
 GateName = Literal["softmax", "sigmoid"]
-QueryName = Literal["static", "input", "scalar"]
+QueryName = Literal[
+    "static", "input", "input_sqrt_d", "input_d", "static_input", "low_rank", "gated", "scalar"
+]
 # What AttnRes routes (trainers.residual.delta_attnres): the paper's replacement over sublayer
 # outputs, or Delta AttnRes's additive routing over deltas or over cumulative states.
 SourcesName = Literal["outputs", "deltas", "cumulative"]
@@ -162,10 +165,22 @@ class ModelConfig:
         "softmax",
     )
     attnres_query: QueryName = _help(
-        "attnres, block_attnres: the query is a learned vector per site ('static', the "
-        "paper's), a per-site d x d projection of the newest source ('input'), or no query "
-        "and key at all, a learned logit per site and source ('scalar').",
+        "attnres, block_attnres: the query is a learned vector w per site ('static', the "
+        "paper's); input-dependent, from the newest source s (RMS-normalized) through a per-site "
+        "d x d projection P: P s ('input', unstable: the softmax saturates in warm-up), P s / "
+        "sqrt(d) ('input_sqrt_d'), P s / d ('input_d'), w + P s / d ('static_input', Table 4's "
+        "row here), w + U V s with U zero at init ('low_rank'), w + g P s / sqrt(d) with a gate g "
+        "zero at init ('gated'); or no query and key at all, a learned logit per site and source "
+        "('scalar').",
         "static",
+    )
+    attnres_query_rank: int = _help(
+        "attnres, block_attnres with attnres_query 'low_rank': the rank r of U V.", 16
+    )
+    attnres_query_lr: float = _help(
+        "attnres, block_attnres with an input-dependent attnres_query: the learning rate of the "
+        "query's own parameters (P, U, V, g) as a multiple of train.lr.",
+        1.0,
     )
     attnres_heads: int = _help(
         "attnres, block_attnres: depth weights per channel group; H groups of d_model/H "
@@ -316,6 +331,11 @@ class ModelConfig:
         _choices(s, "attnres_gate", self.attnres_gate, get_args(GateName))
         _choices(s, "attnres_query", self.attnres_query, get_args(QueryName))
         _choices(s, "attnres_sources", self.attnres_sources, get_args(SourcesName))
+        if not (math.isfinite(self.attnres_query_lr) and self.attnres_query_lr > 0):
+            raise ValueError(
+                f"{s}.attnres_query_lr: {self.attnres_query_lr} is not allowed; "
+                "allowed: a positive finite multiple of train.lr"
+            )
         _in_range(s, "attnres_window", self.attnres_window, 0, 2 * MAX_LAYERS + 1)
         if self.attnres_heads < 1 or self.d_model % self.attnres_heads:
             divisors = [h for h in range(1, self.d_model + 1) if self.d_model % h == 0]
@@ -328,8 +348,9 @@ class ModelConfig:
         """The wiring's own counts in range where they are read; each of ``REFUSED_UNREAD`` at
         its default where it is not."""
         unread = unread_fields(self)
-        high = {"laurel_rank": self.d_model}  # dilation and period: at most n_layers
-        for name in ("laurel_rank", "dense_dilation", "dense_period"):
+        # dilation and period: at most n_layers
+        high = {"laurel_rank": self.d_model, "attnres_query_rank": self.d_model}
+        for name in ("laurel_rank", "dense_dilation", "dense_period", "attnres_query_rank"):
             if name not in unread:
                 _in_range("model", name, getattr(self, name), 1, high.get(name, self.n_layers))
         for name in unread:
@@ -338,8 +359,10 @@ class ModelConfig:
 
     @property
     def attnres_switched(self) -> bool:
-        """Whether any AttnRes design switch differs from the paper's choice."""
-        return any(getattr(self, k) != v for k, v in ATTNRES_SWITCHES.items())
+        """Whether any AttnRes design switch this configuration reads differs from the paper's
+        choice (an input-dependent query's own settings are read only with such a query)."""
+        unread = unread_fields(self)
+        return any(getattr(self, k) != v for k, v in ATTNRES_SWITCHES.items() if k not in unread)
 
     @property
     def head_dim(self) -> int:

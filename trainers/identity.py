@@ -90,6 +90,13 @@ READERS: dict[str, Reader] = {
     "attnres_key_norm": Reader(
         only={"residual": catalogue.switch_owners()}, never={"attnres_query": ("scalar",)}
     ),
+    # The input-dependent query's own settings.
+    "attnres_query_rank": Reader(
+        only={"residual": catalogue.switch_owners(), "attnres_query": ("low_rank",)}
+    ),
+    "attnres_query_lr": Reader(
+        only={"residual": catalogue.switch_owners(), "attnres_query": catalogue.INPUT_QUERIES}
+    ),
     "rope_base": Reader(only={"pos": ("rope",)}),  # Rotary; learned positions have none
     # ModelConfig.uses_scaled_init: LayerNorm Scaling turns the scaled init off.
     "scaled_init": Reader(only={"norm_scaling": ("none",)}),

@@ -16,6 +16,7 @@ from trainers.config import TrainConfig
 from trainers.layers import MLP, Attention
 from trainers.model import DeepTransformer
 from trainers.norms import NORMS
+from trainers.residual.depth_mixing import DepthMixer
 
 
 def _no_decay(model: nn.Module) -> set[int]:
@@ -98,10 +99,39 @@ def parametrized_groups(model: DeepTransformer, t: TrainConfig) -> list[dict[str
 
 def optimizer_groups(model: DeepTransformer, t: TrainConfig) -> list[dict[str, Any]]:
     """The one rule for AdamW's parameter groups: sp's two (decayed or not, at ``train.lr``;
-    today's, so its optimizer state is unchanged) or the parametrization's."""
+    today's, so its optimizer state is unchanged) or the parametrization's; then an
+    input-dependent query's own parameters apart, at ``attnres_query_lr`` times their group's
+    rate, where that multiplier is not 1."""
     if model.cfg.parametrization == "sp":
-        return param_groups(model, t.weight_decay)
-    return parametrized_groups(model, t)
+        groups = param_groups(model, t.weight_decay)
+    else:
+        groups = parametrized_groups(model, t)
+    return _query_lr(groups, model, t)
+
+
+def _query_lr(
+    groups: list[dict[str, Any]], model: DeepTransformer, t: TrainConfig
+) -> list[dict[str, Any]]:
+    """``groups`` with the input-dependent query's parameters moved into groups of their own
+    (named ``<group>_query`` under a parametrization) at ``attnres_query_lr`` times the rate.
+    Adam moves each entry of the d x d projection by about lr a step, so its logits move about d
+    times faster than a static query's (issue 27); the multiplier is one way to slow them."""
+    mult = model.cfg.attnres_query_lr
+    dynamic = {
+        id(p) for m in model.modules() if isinstance(m, DepthMixer) for p in m.dynamic_parameters()
+    }
+    if mult == 1.0 or not dynamic:
+        return groups
+    out = []
+    for g in groups:
+        own = [p for p in g["params"] if id(p) in dynamic]
+        rest = [p for p in g["params"] if id(p) not in dynamic]
+        if rest:
+            out.append({**g, "params": rest})
+        if own:
+            named = {"name": f"{g['name']}_query"} if "name" in g else {}
+            out.append({**g, **named, "params": own, "lr": g.get("lr", t.lr) * mult})
+    return out
 
 
 def group_record(groups: list[dict[str, Any]], t: TrainConfig) -> dict[str, float]:

@@ -158,7 +158,16 @@ def _old_record(name: str) -> StoredSweep:
 # Arms a built-in space gained after its old record was written: the record's sweep, run again,
 # adds their trials and re-runs none of its own.
 ARMS_ADDED_SINCE = {
-    "attnres_ablation": ("attnres/sources=deltas", "block_attnres/sources=deltas"),
+    "attnres_ablation": (
+        "attnres/sources=deltas",
+        "block_attnres/sources=deltas",
+        "attnres/query=static_input",
+        "attnres/query=input_d",
+        "attnres/query=input_sqrt_d",
+        "attnres/query=low_rank",
+        "attnres/query=gated",
+        "attnres/query=input,query_lr=1/64",
+    ),
 }
 
 

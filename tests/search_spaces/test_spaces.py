@@ -105,8 +105,9 @@ def test_deepnorm_arms_use_the_paper_s_layernorm() -> None:
 def test_attnres_ablation_has_one_arm_per_table4_row() -> None:
     """Each Table 4 row of the paper has exactly one arm of attnres_ablation (the report's
     overlay finds it); the arms without a row are the Sinkhorn mHC, kept beside mHC-lite,
-    which is what the paper's mHC row ran (its number is Table 2's mHC-lite column), and the
-    Delta AttnRes successors (arXiv 2605.18855), which came after the table."""
+    which is what the paper's mHC row ran (its number is Table 2's mHC-lite column), the
+    Delta AttnRes successors (arXiv 2605.18855), which came after the table, and the
+    input-dependent query's forms other than the one the row uses (its ablations)."""
     from reports.published import TABLE4, published_for
     from trainers.config import flatten
 
@@ -114,10 +115,17 @@ def test_attnres_ablation_has_one_arm_per_table4_row() -> None:
     assert not skipped
     rows = {c.arm: published_for(flatten(c.config)) for c in cells}
     unmatched = [arm for arm, row in rows.items() if row is None]
-    assert unmatched == ["mhc", "attnres/sources=deltas", "block_attnres/sources=deltas"]
+    forms = ["input", "input_d", "input_sqrt_d", "low_rank", "gated", "input,query_lr=1/64"]
+    assert unmatched == [
+        "mhc",
+        *(f"attnres/query={f}" for f in forms),
+        "attnres/sources=deltas",
+        "block_attnres/sources=deltas",
+    ]
+    assert rows["attnres/query=static_input"].label == "Full + input-dependent query"  # type: ignore[union-attr]
     assert sorted(r.label for r in rows.values() if r) == sorted(r.label for r in TABLE4)
     assert rows["mhc_lite"].label == "mHC"  # type: ignore[union-attr]
-    assert {c.config.model.n_layers for c in cells} == {8} and len(cells) == 15 * 3
+    assert {c.config.model.n_layers for c in cells} == {8} and len(cells) == 21 * 3
 
 
 def test_published_rows_match_one_switch_and_old_records() -> None:

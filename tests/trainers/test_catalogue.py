@@ -104,6 +104,12 @@ SWITCHED = {
     "attnres-heads": dict(residual="attnres", attnres_heads=2),
     "attnres-input": dict(residual="attnres", attnres_query="input", attnres_heads=2),
     "attnres-input-raw": dict(residual="attnres", attnres_query="input", attnres_key_norm="none"),
+    "attnres-static_input": dict(residual="attnres", attnres_query="static_input", attnres_heads=2),
+    "attnres-low_rank-raw": dict(
+        residual="attnres", attnres_query="low_rank", attnres_query_rank=3, attnres_key_norm="none"
+    ),
+    "block-gated-heads": dict(residual="block_attnres", attnres_query="gated", attnres_heads=2),
+    "attnres-input_sqrt_d": dict(residual="attnres", attnres_query="input_sqrt_d"),
     "attnres-scalar-window": dict(residual="attnres", attnres_query="scalar", attnres_window=2),
     "block-scalar": dict(
         residual="block_attnres", n_layers=3, attnres_blocks=3, attnres_query="scalar"

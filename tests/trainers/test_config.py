@@ -134,7 +134,12 @@ SWITCHED = {
     "attnres_heads": 2,
     "attnres_window": 4,
     "attnres_sources": "deltas",
+    "attnres_query_rank": 4,
+    "attnres_query_lr": 0.5,
 }
+# What the input-dependent query's settings need to be read.
+NEEDS = {"attnres_query_rank": {"attnres_query": "low_rank"}}
+NEEDS["attnres_query_lr"] = NEEDS["attnres_query_rank"]
 
 
 @pytest.mark.parametrize(
@@ -150,7 +155,7 @@ def test_attnres_switches_are_refused_where_there_is_no_depth_mixing(residual: s
         with pytest.raises(ValueError, match=rf"model\.{name}: .*residual {residual!r}"):
             ModelConfig(residual=residual, placement=placement, **{name: value})  # type: ignore[arg-type]
         for ok in ("attnres", "block_attnres"):
-            ModelConfig(residual=ok, **{name: value})  # type: ignore[arg-type]
+            ModelConfig(residual=ok, **NEEDS.get(name, {}), **{name: value})  # type: ignore[arg-type]
 
 
 def test_configs_are_frozen() -> None:

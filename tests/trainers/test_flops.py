@@ -141,6 +141,11 @@ SWITCHES = {
     "attnres-heads": dict(residual="attnres", attnres_heads=4),
     "attnres-input": dict(residual="attnres", attnres_query="input", attnres_heads=2),
     "attnres-scalar": dict(residual="attnres", attnres_query="scalar", attnres_heads=2),
+    "attnres-static_input": dict(residual="attnres", attnres_query="static_input", attnres_heads=2),
+    "attnres-low_rank": dict(
+        residual="attnres", attnres_query="low_rank", attnres_query_rank=4, attnres_heads=2
+    ),
+    "block-gated": dict(residual="block_attnres", attnres_query="gated"),
     "attnres-sigmoid-raw": dict(
         residual="attnres", attnres_gate="sigmoid", attnres_key_norm="none"
     ),

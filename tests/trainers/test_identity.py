@@ -20,10 +20,13 @@ from trainers.config import ModelConfig, RunConfig, TrainConfig, valid_wirings
 from trainers.config_io import from_dict
 from trainers.identity import READERS, normalized, refusal, unread_fields
 from trainers.model import DeepTransformer
+from trainers.optim_groups import optimizer_groups
 from trainers.run import train
 
 # Another valid value for each field READERS names (valid at tiny's size: 2 blocks, 4 sublayers,
 # d_model 16), differing from tiny's.
+# Model fields that change the optimizer's groups, not the forward.
+OPTIMIZER_FIELDS = ("attnres_query_lr",)
 OTHER: dict[str, Any] = {
     "attnres_blocks": 4,
     "attnres_key_norm": "none",
@@ -32,6 +35,8 @@ OTHER: dict[str, Any] = {
     "attnres_heads": 2,
     "attnres_window": 1,
     "attnres_sources": "deltas",
+    "attnres_query_rank": 4,
+    "attnres_query_lr": 0.5,
     "hc_streams": 2,
     "hc_dynamic": True,
     "mhc_sinkhorn_iters": 3,
@@ -56,6 +61,10 @@ CELLS = [
     for r, p, n, sc in valid_wirings()
     if n == "rmsnorm"
 ] + [{"residual": "standard", "placement": "pre", "norm_scaling": "none", "pos": "learned"}]
+# Full AttnRes with an input-dependent query, the one form whose every setting is read.
+CELLS += [
+    {"residual": "attnres", "placement": "pre", "norm_scaling": "none", "attnres_query": "low_rank"}
+]
 # Plain pre-norm under each parametrization that scales (the only wiring checked with them).
 CELLS += [
     {"residual": "standard", "placement": "pre", "norm_scaling": "none", "parametrization": p}
@@ -125,7 +134,15 @@ def test_a_read_field_changes_the_model(name: str) -> None:
     """Where ``unread_fields`` does not name a field, its other value builds another model: the
     comparison above can tell models apart for every field it is trusted with."""
     cfg = _reading_cell(name)
-    assert not _same_model(cfg, _forced(cfg, name, OTHER[name]))
+    other = _forced(cfg, name, OTHER[name])
+    if name in OPTIMIZER_FIELDS:  # the same forward; another optimizer
+        t = TrainConfig()
+        rates = [
+            [g["lr"] for g in optimizer_groups(_model(c), t) if "lr" in g] for c in (cfg, other)
+        ]
+        assert rates[0] != rates[1]
+        return
+    assert not _same_model(cfg, other)
 
 
 @pytest.mark.parametrize("cell", CELLS[::5], ids=lambda c: "-".join(c.values()))

@@ -16,7 +16,7 @@ from trainers.residual.depth_attention import (
     mix,
 )
 from trainers.residual.depth_buffer import BufferedSources
-from trainers.residual.depth_mixing import DepthMixer, PlainSources
+from trainers.residual.depth_mixing import DepthMixer, PlainSources, draw_queries
 
 # Sites per phase-1 group. Any value computes the same function; with the buffered path 8 and 12
 # tied for fastest among 4, 8, 12, 16, 24 at 32 blocks on a CPU.
@@ -80,6 +80,10 @@ class AttnResStream(Stream):
 class AttnRes(Residual):
     """The paper's replacement routing over outputs, or Delta AttnRes's additive routing
     (``attnres_sources`` deltas or cumulative: ``delta_attnres``)."""
+
+    @staticmethod
+    def init_weights(model: nn.Module, cfg: ModelConfig) -> None:
+        draw_queries(model)
 
     @staticmethod
     def site(cfg: ModelConfig, sublayer: int, post_norm: nn.Module) -> nn.Module:

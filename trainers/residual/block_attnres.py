@@ -20,6 +20,7 @@ from trainers.residual import delta_attnres
 from trainers.residual.attnres import AttnResSite, AttnResStream
 from trainers.residual.base import RESIDUALS, Residual, Stream
 from trainers.residual.depth_attention import Schedule, Sources, mix
+from trainers.residual.depth_mixing import draw_queries
 
 
 def block_starts(n_sublayers: int, n_blocks: int) -> frozenset[int]:
@@ -84,6 +85,10 @@ class BlockAttnResStream(AttnResStream):
 @RESIDUALS.register("block_attnres")
 class BlockAttnRes(Residual):
     """Replacement routing over block summaries, or Delta Block (``delta_attnres``)."""
+
+    @staticmethod
+    def init_weights(model: nn.Module, cfg: ModelConfig) -> None:
+        draw_queries(model)
 
     @staticmethod
     def site(cfg: ModelConfig, sublayer: int, post_norm: nn.Module) -> nn.Module:

@@ -19,11 +19,13 @@ leaves open are documented where they are made (and in docs/variants.md).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from trainers.config import ModelConfig
 from trainers.registry import Registry
@@ -40,6 +42,7 @@ class Shape:
     heads: int
     eps: float
     key_norm: str
+    rank: int = 0  # a low-rank input-dependent query's
 
 
 # Every strategy below holds no parameters: it names the ones it needs with their initial values
@@ -125,29 +128,92 @@ class StaticQuery:
         return _scaled((values @ q.T).transpose(-1, -2), scales)
 
 
-class InputQuery:
-    """l_{j,h,i} = (P_j RMS(v_newest))_h . k_i: the query is a d x d projection (H*d x d with
-    groups) of the newest source, parameter-free RMS-normalized; zero at init, so the first
-    weights are uniform as with static queries. The newest source is the previous sublayer's
-    output (Block AttnRes: the block's partial sum, or the last block's summary at a block's first
-    sublayer): the freshest state the site can read. Table 4's "input-dependent query"."""
+@dataclass(frozen=True)
+class QueryForm:
+    """How an input-dependent query is built from the state s = RMS(newest source), (B, T, d):
 
-    def __init__(self, shape: Shape) -> None:
-        self.shape = shape
+        q = [w] + [g *] scale * M s,    M = P (H*d x d) or, low rank, U V (U: H*d x r, V: r x d)
+
+    ``static``: the static query w is added (the dynamic part is then a correction to the
+    paper's query); ``scale``: 1, 1/sqrt(d) or 1/d on the dynamic part; ``low_rank``: M = U V
+    with U zero at init and V drawn N(0, 1/d), rank ``attnres_query_rank``; ``gated``: a learned
+    scalar g per site and group, zero at init, with P drawn N(0, 1/d) (both zero would get no
+    gradient). Every form starts at the static query's uniform weights."""
+
+    static: bool = False
+    scale: str = "1"  # "1", "sqrt_d" or "d"
+    low_rank: bool = False
+    gated: bool = False
+
+    def factor(self, d: int) -> float:
+        return {"1": 1.0, "sqrt_d": d**-0.5, "d": 1.0 / d}[self.scale]
+
+
+# Why forms other than the raw projection: Adam moves each of P's d^2 entries by about lr a
+# step, on a state of norm sqrt(d), so the raw projection's logits move about d times faster than
+# a static query's, and the depth softmax saturates within warm-up (issue 27; docs/variants.md).
+QUERY_FORMS: dict[str, QueryForm] = {
+    "input": QueryForm(),  # the raw projection, kept so recorded trials mean what they meant
+    "input_sqrt_d": QueryForm(scale="sqrt_d"),
+    "input_d": QueryForm(scale="d"),
+    "static_input": QueryForm(static=True, scale="d"),
+    "low_rank": QueryForm(static=True, low_rank=True),
+    "gated": QueryForm(static=True, scale="sqrt_d", gated=True),
+}
+# The dynamic parameters of an input-dependent query (``attnres_query_lr`` scales their lr).
+DYNAMIC_QUERY = ("query_proj", "query_down", "query_up", "query_gate")
+
+
+class InputQuery:
+    """l_{j,h,i} = q_{j,h}(s) . k_i with q built from s = RMS(v_newest) by one of the
+    ``QUERY_FORMS``: the newest source, parameter-free RMS-normalized, is the previous sublayer's
+    output (Block AttnRes: the block's partial sum, or the last block's summary at a block's
+    first sublayer), the freshest state the site can read before it mixes (its own input is what
+    the mix computes). Table 4's "input-dependent query"; the paper says only that the query is
+    projected from the current hidden state."""
+
+    def __init__(self, shape: Shape, form: QueryForm) -> None:
+        self.shape, self.form = shape, form
         self.keys = KEY_NORMS.get(shape.key_norm)(shape)
 
     def initial(self) -> dict[str, Tensor]:
-        n, hd, d = self.shape.n_sites, self.shape.heads * self.shape.d, self.shape.d
-        return {"query_proj": torch.zeros(n, hd, d), **self.keys.initial(self.shape)}
+        n, h, d, r = self.shape.n_sites, self.shape.heads, self.shape.d, self.shape.rank
+        out: dict[str, Tensor] = {}
+        if self.form.static:
+            out["queries"] = torch.zeros(n, h * d)
+        if self.form.low_rank:
+            out |= {"query_down": torch.zeros(n, r, d), "query_up": torch.zeros(n, h * d, r)}
+        else:
+            out["query_proj"] = torch.zeros(n, h * d, d)
+        if self.form.gated:
+            out["query_gate"] = torch.zeros(n, h)
+        return {**out, **self.keys.initial(self.shape)}
+
+    def drawn(self) -> tuple[str, ...]:
+        """The parameters drawn N(0, 1/d) after the model's own init (the rest start at zero)."""
+        if self.form.low_rank:
+            return ("query_down",)
+        return ("query_proj",) if self.form.gated else ()
+
+    def query(self, p: SiteParameters, site: int, state: Tensor) -> Tensor:
+        """(B, T, H, d): the site's query for each token's state (B, T, d)."""
+        if self.form.low_rank:
+            dyn = (state @ p.param("query_down")[site].T) @ p.param("query_up")[site].T
+        else:
+            dyn = state @ p.param("query_proj")[site].T
+        dyn = dyn.unflatten(-1, (self.shape.heads, -1)) * self.form.factor(self.shape.d)
+        if self.form.gated:
+            dyn = dyn * p.param("query_gate")[site][:, None]
+        if self.form.static:
+            dyn = dyn + p.param("queries")[site].view(self.shape.heads, -1)
+        return dyn
 
     def __call__(
         self, p: SiteParameters, site: int, values: Tensor, scales: Tensor | None
     ) -> Tensor:
         state = unit_rms(values[..., -1, :], self.shape.eps)  # (B, T, d)
-        q = (state @ p.param("query_proj")[site].T).unflatten(
-            -1, (self.shape.heads, -1)
-        )  # (B, T, H, d)
-        return _scaled(self.keys.fold(p, site, q) @ values.transpose(-1, -2), scales)
+        q = self.keys.fold(p, site, self.query(p, site, state))  # (B, T, H, d)
+        return _scaled(q @ values.transpose(-1, -2), scales)
 
 
 class ScalarLogits:
@@ -175,7 +241,8 @@ class ScalarLogits:
 Score = StaticQuery | InputQuery | ScalarLogits
 QUERIES: Registry[Callable[[Shape], Score]] = Registry("model.attnres_query")
 QUERIES.register("static")(StaticQuery)
-QUERIES.register("input")(InputQuery)
+for _name, _form in QUERY_FORMS.items():
+    QUERIES.register(_name)(partial(InputQuery, form=_form))
 QUERIES.register("scalar")(ScalarLogits)
 
 # ---- gates (attnres_gate): logits (B, T, H, S) and the window's mask -> weights ---------------
@@ -238,13 +305,31 @@ class DepthMixer(SiteParameters):
 
     def __init__(self, cfg: ModelConfig, n_sites: int, n_sources: int) -> None:
         shape = Shape(
-            n_sites, n_sources, cfg.d_model, cfg.attnres_heads, cfg.norm_eps, cfg.attnres_key_norm
+            n_sites,
+            n_sources,
+            cfg.d_model,
+            cfg.attnres_heads,
+            cfg.norm_eps,
+            cfg.attnres_key_norm,
+            cfg.attnres_query_rank,
         )
         score = QUERIES.get(cfg.attnres_query)(shape)
         super().__init__(score.initial())
         self.score: Score = score
         self.gate = GATES.get(cfg.attnres_gate)
         self.heads, self.window = cfg.attnres_heads, cfg.attnres_window
+
+    def draw(self) -> None:
+        """The input-dependent query's random parameters, N(0, 1/d): drawn after the model's own
+        init (``AttnRes.init_weights``), so a seed starts the weights every wiring shares where
+        standard's start."""
+        drawn = self.score.drawn() if isinstance(self.score, InputQuery) else ()
+        for name in drawn:
+            nn.init.normal_(self.param(name), std=1 / math.sqrt(self.param(name).shape[-1]))
+
+    def dynamic_parameters(self) -> list[nn.Parameter]:
+        """The input-dependent query's own parameters (``attnres_query_lr`` scales their lr)."""
+        return [p for name, p in self.named_parameters() if name in DYNAMIC_QUERY]
 
     def key_scale(self, y: Tensor) -> Tensor | None:
         """What a new source's key needs, computed once: (B, T), or None for raw keys."""
@@ -265,6 +350,13 @@ class DepthMixer(SiteParameters):
         grouped = values.unflatten(-1, (self.heads, -1))  # (B, T, S, H, d/H)
         x = torch.einsum("...hs,...she->...he", weights.to(values.dtype), grouped)
         return x.flatten(-2), weights
+
+
+def draw_queries(model: nn.Module) -> None:
+    """Every mixer's random query parameters (``DepthMixer.draw``): the AttnRes wirings' init."""
+    for module in model.modules():
+        if isinstance(module, DepthMixer):
+            module.draw()
 
 
 @dataclass
