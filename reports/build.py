@@ -26,6 +26,7 @@ def build_report(
         sections.coordcheck_section(data),
         sections.cost_section(data, rows),
         sections.axis_effects(data),
+        sections.routing_section(data),
         sections.figure_section(data),
         sections.search_section(data),
         sections.compute_section(data),

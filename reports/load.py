@@ -30,7 +30,13 @@ from record.schema import (
 from reports.normalize import trial_reason, trial_seed, trial_status
 from reports.sweep import TRIAL_COLUMNS, RecordedCoordCheck, SweepData
 
-CURVE_METRICS = (Metric.VAL_LOSS, Metric.VAL_BPB)
+# The validation metrics, and the routing summaries the report follows over training.
+CURVE_METRICS = (
+    Metric.VAL_LOSS,
+    Metric.VAL_BPB,
+    Metric.ROUTING_TOP1_MAX,
+    Metric.ROUTING_ENTROPY_MIN,
+)
 # Reading a sweep of hundreds of trials: run ids per bulk metric query (SQLite builds before
 # 3.32 bind at most 999 variables), no limit on the rows it returns, and how many requests
 # are in flight at once where each trial is its own call (a tracking server, artifact files).
@@ -58,7 +64,7 @@ def load_sweep(uri: str, name: str) -> SweepData:
     parents = sorted(parents, key=lambda r: r.info.start_time)
     plans = {r.info.run_id: _plans(_artifacts(uri, r), r.info.run_id) for r in parents}
     curves = _curves(client, trials)
-    profiles, weights, top1 = _profiles(uri, trials)
+    profiles, weights, top1, entropy = _profiles(uri, trials)
     latest = _artifacts(uri, parents[-1])
     return SweepData(
         name=name,
@@ -70,6 +76,7 @@ def load_sweep(uri: str, name: str) -> SweepData:
         profiles=profiles,
         depth_weights=weights,
         routing_top1=top1,
+        routing_entropy=entropy,
         skipped=_yaml_artifact(latest, SKIPPED_FILE) or [],
         plans=[plan for found in plans.values() for plan in found],
         superseded=len(every) - len(parents),
@@ -297,15 +304,17 @@ def _last_profile(repo: Any) -> dict[str, Any] | None:
         return dict(json.loads(Path(repo.download_artifacts(files[-1], tmp)).read_text()))
 
 
-def _profiles(
-    uri: str, trials: list[Any]
-) -> tuple[pd.DataFrame, dict[str, np.ndarray], dict[str, np.ndarray]]:
+Arrays = dict[str, np.ndarray]
+
+
+def _profiles(uri: str, trials: list[Any]) -> tuple[pd.DataFrame, Arrays, Arrays, Arrays]:
     """Each trial's last dilution profile, per block, its depth weights where it has any, and
-    its per-site top-1 mass where it recorded one; the files are fetched ``READERS`` at a
-    time."""
+    its per-site top-1 mass and entropy where it recorded them; the files are fetched
+    ``READERS`` at a time."""
     rows: list[dict[str, Any]] = []
-    weights: dict[str, np.ndarray] = {}
-    top1: dict[str, np.ndarray] = {}
+    weights: Arrays = {}
+    top1: Arrays = {}
+    entropy: Arrays = {}
     found = _each(lambda run: _last_profile(_artifacts(uri, run)), trials)
     for run, data in zip(trials, found, strict=True):
         if data is None:
@@ -315,7 +324,9 @@ def _profiles(
             weights[run.info.run_id] = np.array(data["depth_weights"], dtype=float)
         if data.get("routing_top1") is not None:  # profiles before issue 27 have none
             top1[run.info.run_id] = np.array(data["routing_top1"], dtype=float)
-    return pd.DataFrame(rows, columns=PROFILE_COLUMNS), weights, top1
+        if data.get("routing_entropy") is not None:
+            entropy[run.info.run_id] = np.array(data["routing_entropy"], dtype=float)
+    return pd.DataFrame(rows, columns=PROFILE_COLUMNS), weights, top1, entropy
 
 
 def run_profile(uri: str, run: RecordedRun) -> pd.DataFrame:

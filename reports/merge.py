@@ -75,6 +75,7 @@ def merge_sweeps(datas: Sequence[SweepData]) -> SweepData:
         profiles=_kept(pd.concat([d.profiles for d in datas], ignore_index=True), kept),
         depth_weights={k: v for d in datas for k, v in d.depth_weights.items() if k in kept},
         routing_top1={k: v for d in datas for k, v in d.routing_top1.items() if k in kept},
+        routing_entropy={k: v for d in datas for k, v in d.routing_entropy.items() if k in kept},
         skipped=[s for d in datas for s in d.skipped],
         # a parent read through two stores holds its plans once
         plans=list({json.dumps(p, sort_keys=True): p for d in datas for p in d.plans}.values()),

@@ -33,5 +33,6 @@ def select_plan(data: SweepData, choice: str) -> SweepData:
         profiles=data.profiles[data.profiles["run_id"].isin(kept)],
         depth_weights={k: v for k, v in data.depth_weights.items() if k in kept},
         routing_top1={k: v for k, v in data.routing_top1.items() if k in kept},
+        routing_entropy={k: v for k, v in data.routing_entropy.items() if k in kept},
         plan="latest",
     )

@@ -72,8 +72,8 @@ class SweepData:
     - ``curves``: run_id, metric, step, value for the validation metrics
     - ``profiles``: run_id, block, output_norm, stream_norm, grad_norm of each trial's last
       dilution profile; ``depth_weights``: run_id -> (site x source) softmax weights;
-      ``routing_top1``: run_id -> per-site top-1 mass, per token then averaged
-      (``trainers.routing``), where the profile recorded it
+      ``routing_top1`` and ``routing_entropy``: run_id -> per-site top-1 mass and normalized
+      entropy, per token then averaged (``trainers.routing``), where the profile recorded them
     - ``plans``: each invocation's plan as recorded ({"command", "space", "keys"}), oldest
       first; empty for a sweep recorded before plans were kept
     - ``plan``: which plans' trials ``trials`` holds: "all", or "latest" (``reports.plans``)
@@ -99,6 +99,7 @@ class SweepData:
     profiles: pd.DataFrame
     depth_weights: dict[str, np.ndarray] = field(default_factory=dict)
     routing_top1: dict[str, np.ndarray] = field(default_factory=dict)
+    routing_entropy: dict[str, np.ndarray] = field(default_factory=dict)
     skipped: list[dict[str, str]] = field(default_factory=list)  # grid cells never launched
     plans: list[dict[str, Any]] = field(default_factory=list)
     plan: PlanChoice = "all"

@@ -15,6 +15,7 @@ from reports.sections.plots import figure_section
 from reports.sections.provenance import provenance
 from reports.sections.reference import reference_section
 from reports.sections.results import main_table
+from reports.sections.routing import routing_section
 from reports.sections.scaling import compute_section
 from reports.sections.search import search_section
 from reports.sections.seeds import seed_section, seeds_effect
@@ -30,6 +31,7 @@ __all__ = [
     "main_table",
     "provenance",
     "reference_section",
+    "routing_section",
     "search_section",
     "seed_section",
     "seeds_effect",

@@ -1,0 +1,139 @@
+"""The routing section (issue 27): per depth-mixing arm, how its sites' mixing weights behaved,
+each statistic per token first and then averaged (``trainers.routing``), with the alarm's
+verdict. The worst site's top-1 mass and entropy over training come from the trials' recorded
+summaries; the per-site values at the end from their last profile. An arm whose sites read
+one source per token has a softmax that no longer mixes: its loss says nothing about depth
+mixing, only about the one path it fell onto."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from record.schema import Metric
+from reports.document import Paragraph, Section, Table
+from reports.figures import collapsed_in_any_seed, deepest
+from reports.sweep import SweepData
+from trainers.config import TrainConfig
+from trainers.routing import ALARM_PREFIX
+
+# The recorded summaries this section reads over training (reports.load.CURVE_METRICS).
+TRACED = (Metric.ROUTING_TOP1_MAX, Metric.ROUTING_ENTROPY_MIN)
+# At most this many steps of the worst site's top-1 mass are shown: the first, the last and
+# evenly between (a trial records a profile at every validation).
+STEPS_SHOWN = 4
+
+
+def routing_section(data: SweepData) -> Section | None:
+    done = deepest(data.view.comparable)
+    if Metric.ROUTING_TOP1_MAX not in done:
+        return None
+    done = done[done[Metric.ROUTING_TOP1_MAX].notna()]
+    if done.empty:
+        return None
+    trace = data.curves[data.curves["metric"].isin(TRACED)]
+    steps = _shown_steps(trace[trace["run_id"].isin(list(done["run_id"]))])
+    rows = [_arm_row(arm, g, trace, steps, data) for arm, g in done.groupby("arm", sort=False)]
+    columns = (
+        "arm",
+        "seeds",
+        *(f"top-1 max, step {s}" for s in steps),
+        "top-1 max (end)",
+        "entropy min (end)",
+        "entropy mean (end)",
+        "spread max (end)",
+        "verdict",
+    )
+    blocks: list[Any] = [
+        Paragraph(
+            "Routing health of every depth-mixing arm (deepest setting, finished trials, mean "
+            "over seeds). Per token: the top-1 mass (the largest weight), the normalized entropy "
+            "(1 uniform, 0 one source) and the logit spread (largest minus smallest logit, a "
+            "softmax only), then averaged over tokens; *max* and *min* are the worst site's. "
+            "The alarm trips where a site's top-1 mass exceeds train.routing_alarm "
+            f"(default {TrainConfig().routing_alarm:g}); the verdict counts the seeds it "
+            "tripped in."
+        ),
+        Table(columns, tuple(r for r, _ in rows), caption="Routing over training"),
+    ]
+    sites = [(arm, line) for _, (arm, line) in rows if line]
+    if sites:
+        blocks.append(
+            Table(
+                ("arm", "top-1 mass per site (end)", "entropy per site (end)"),
+                tuple((arm, *line) for arm, line in sites),
+                caption="Per site at the end of training, in sublayer order with the output "
+                "site last (mean over seeds; '-' a site with one source)",
+            )
+        )
+    return Section("Routing", tuple(blocks))
+
+
+def _shown_steps(trace: pd.DataFrame) -> list[int]:
+    """The recorded steps every arm's trials share, at most ``STEPS_SHOWN`` of them."""
+    if trace.empty:
+        return []
+    per_run = trace[trace["metric"] == Metric.ROUTING_TOP1_MAX].groupby("run_id")["step"]
+    common = sorted(set.intersection(*(set(s) for _, s in per_run)))
+    if len(common) <= STEPS_SHOWN:
+        return [int(s) for s in common]
+    picks = np.linspace(0, len(common) - 1, STEPS_SHOWN).round().astype(int)
+    return [int(common[i]) for i in picks]
+
+
+def _arm_row(
+    arm: str, g: pd.DataFrame, trace: pd.DataFrame, steps: list[int], data: SweepData
+) -> tuple[tuple[str, ...], tuple[str, tuple[str, str] | None]]:
+    ids = list(g["run_id"])
+    top1 = trace[(trace["metric"] == Metric.ROUTING_TOP1_MAX) & trace["run_id"].isin(ids)]
+    at = [top1[top1["step"] == s]["value"].mean() for s in steps]
+    spread = g.get(Metric.ROUTING_SPREAD_MAX, pd.Series(dtype=float)).mean()
+    row = (
+        str(arm),
+        str(len(g)),
+        *(_num(v) for v in at),
+        _num(g[Metric.ROUTING_TOP1_MAX].mean()),
+        _num(g[Metric.ROUTING_ENTROPY_MIN].mean()),
+        _num(g[Metric.ROUTING_ENTROPY].mean()),
+        _num(spread, 1),
+        _verdict(g, data),
+    )
+    return row, (str(arm), _per_site(g, data))
+
+
+def _verdict(g: pd.DataFrame, data: SweepData) -> str:
+    """ "healthy" or "collapsed in k of n seeds", with the collapsed sites where the profiles
+    say which."""
+    tripped = sum(
+        isinstance(r, str) and r.startswith(ALARM_PREFIX) for r in g.get("reason", pd.Series())
+    )
+    if not tripped:
+        return "healthy"
+    text = f"collapsed in {tripped} of {len(g)} seeds"
+    if data.depth_weights and all(r in data.depth_weights for r in g["run_id"]):
+        sites = np.flatnonzero(collapsed_in_any_seed(g, data.depth_weights, data.routing_top1))
+        if len(sites):
+            text += f" (sites {', '.join(map(str, sites))})"
+    return text
+
+
+def _per_site(g: pd.DataFrame, data: SweepData) -> tuple[str, str] | None:
+    """Each site's top-1 mass and entropy at the end, mean over the arm's seeds."""
+    ids = [r for r in g["run_id"] if r in data.routing_top1 and r in data.routing_entropy]
+    if not ids:
+        return None
+    top1 = np.mean([data.routing_top1[r] for r in ids], axis=0)
+    entropy = np.mean([data.routing_entropy[r] for r in ids], axis=0)
+    top1[np.isnan(entropy)] = np.nan  # a site with one source: its top-1 mass is 1 by force
+    return _line(top1), _line(entropy)
+
+
+def _line(values: np.ndarray) -> str:
+    return " ".join("-" if math.isnan(v) else f"{v:.2f}" for v in values)
+
+
+def _num(value: float, digits: int = 3) -> str:
+    return "—" if value is None or pd.isna(value) else f"{value:.{digits}f}"
