@@ -198,7 +198,8 @@ class ArmRow:
         return verdict(self.comparison)
 
 
-def _by_seed(frame: pd.DataFrame, column: str) -> dict[int, float]:
+def by_seed(frame: pd.DataFrame, column: str) -> dict[int, float]:
+    """seed -> the value of ``column`` in each of ``frame``'s trials (one trial per seed)."""
     return {int(s): float(v) for s, v in zip(frame["seed"], frame[column], strict=True)}
 
 
@@ -245,7 +246,7 @@ def arm_rows(view: TrialView, override: str | None = None) -> list[ArmRow]:
         base = row.baseline
         if base is not None and base != arm and len(done[arm]) and len(done[base]):
             final = Metric.FINAL_VAL_LOSS
-            c = compare(_by_seed(done[base], final), _by_seed(done[arm], final))
+            c = compare(by_seed(done[base], final), by_seed(done[arm], final))
             row = dataclasses.replace(row, comparison=c)
             comparisons.append(c)
         rows.append(row)

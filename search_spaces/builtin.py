@@ -366,7 +366,7 @@ TUNED_COST = {
     "the demo's 475 s for 12",
     "quick": "30 more trials: about 20 minutes on 2 CPU cores, estimated from the 6 minutes "
     "quick took in docs/results",
-    "attnres_ablation": "75 more trials, each as long as one of its seeds",
+    "attnres_ablation": "105 more trials, each as long as one of its seeds",
 }
 
 
