@@ -1,16 +1,20 @@
 """What the benchmark scripts share: the machine description, an arm's config, device-aware
-training and forward steps, interleaved timing, ratios, and the command line (``--quick``,
-``--device``, ``--out``; JSON to ``<out>/<name>.json``, a Markdown table to stdout)."""
+training and forward steps, interleaved timing within an optional deadline, ratios, and the
+command line (``--quick``, ``--device``, ``--out``, ``--budget-s``; JSON to
+``<out>/<name>.json``, a Markdown table to stdout)."""
 
 from __future__ import annotations
 
 import argparse
 import gc
+import inspect
 import json
 import os
 import platform
 import statistics
+import time
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -82,14 +86,34 @@ def forward_step(cfg: ModelConfig, batch: int, device: str) -> Step:
     return step
 
 
-def interleaved(steps: dict[str, Step], warmup: int, rounds: int) -> dict[str, list[float]]:
+@dataclass(frozen=True)
+class Deadline:
+    """When a benchmark must stop starting work (``--budget-s``): rounds and depths beyond it
+    are trimmed, and the result says which."""
+
+    at: float  # time.monotonic() seconds
+
+    @staticmethod
+    def after(seconds: float) -> Deadline:
+        return Deadline(time.monotonic() + seconds)
+
+    def left(self) -> float:
+        return self.at - time.monotonic()
+
+
+def interleaved(
+    steps: dict[str, Step], warmup: int, rounds: int, deadline: Deadline | None = None
+) -> dict[str, list[float]]:
     """Seconds per step of each closure: ``warmup`` untimed calls each, then ``rounds`` rounds in
-    which every closure is timed once (one call), in turn, so machine noise hits all alike."""
+    which every closure is timed once (one call), in turn, so machine noise hits all alike. Past
+    ``deadline`` no further round starts (the first always runs: a figure needs one)."""
     for step in steps.values():
         for _ in range(warmup):
             step()
     times: dict[str, list[float]] = {k: [] for k in steps}
-    for _ in range(rounds):
+    for i in range(rounds):
+        if i and deadline is not None and deadline.left() <= 0:
+            break
         for k, step in steps.items():
             times[k].append(time_once(step, 1))
     return times
@@ -107,15 +131,27 @@ def free(device: str) -> None:
 
 
 def cli(name: str, doc: str, run: Callable[..., dict], markdown: Callable[[dict], str]) -> None:
-    """The common command line: ``--quick``, ``--device``, ``--out``; writes ``<out>/<name>.json``
-    and prints the Markdown table."""
+    """The common command line: ``--quick``, ``--device``, ``--out`` and, for a benchmark whose
+    ``run`` takes a ``deadline``, ``--budget-s``; writes ``<out>/<name>.json`` and prints the
+    Markdown table."""
     ap = argparse.ArgumentParser(description=doc.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="tiny settings: checks the script runs")
     ap.add_argument("--device", default="cpu", help="cpu or cuda")
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results"))
+    budgeted = "deadline" in inspect.signature(run).parameters
+    if budgeted:
+        ap.add_argument(
+            "--budget-s",
+            type=float,
+            default=0.0,
+            help="seconds to stay within: fewer rounds, then fewer depths (0: no budget)",
+        )
     args = ap.parse_args()
     torch.manual_seed(0)
-    result = run(quick=args.quick, device=args.device) if args.device != "cpu" else run(args.quick)
+    kwargs: dict[str, Any] = {"device": args.device} if args.device != "cpu" else {}
+    if budgeted and args.budget_s > 0:
+        kwargs["deadline"] = Deadline.after(args.budget_s)
+    result = run(quick=args.quick, **kwargs)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / f"{name}.json").write_text(json.dumps(result, indent=2) + "\n")
     print(markdown(result))

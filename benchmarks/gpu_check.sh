@@ -3,10 +3,15 @@
 # (every wiring's step-time and memory ratios, standard's MFU), JSON results into $OUT (default
 # benchmarks/results/gpu); then, where the project is installed (make setup), a quick-sized
 # sweep with four trials sharing the GPU (--gpus-per-trial 0.25) and its report's cost columns.
-# Not yet timed on a GPU with every wiring: the benchmarks had 8 minutes with eight.
+#
+# It fits a time budget, BUDGET_S seconds (default 330: a device session's command gets 6
+# minutes, and startup and the transfers need the rest). Each stage gets a share of what is left;
+# a benchmark trims its rounds, then its deepest depths, to its share (--budget-s), and a stage
+# that cannot fit is skipped. The last lines say what was trimmed and what skipped.
 #
 #   bash benchmarks/gpu_check.sh                 # on a machine with a CUDA torch
-#   DEVICE=cpu QUICK=1 bash benchmarks/gpu_check.sh   # checks the script itself on a CPU
+#   DEVICE=cpu bash benchmarks/gpu_check.sh      # the dry run: prints what a GPU run covers,
+#                                                # then runs the tiny settings on the CPU
 #
 # "Installs what it needs": the benchmarks import only torch and this checkout (trainers/,
 # benchmarks/), so the script uses the machine's own python3 with the checkout on PYTHONPATH
@@ -17,6 +22,11 @@ cd "$(dirname "$0")/.."
 OUT="${OUT:-benchmarks/results/gpu}"
 DEVICE="${DEVICE:-cuda}"
 PY="${PYTHON:-python3}"
+BUDGET_S="${BUDGET_S:-330}"
+deadline=$((SECONDS + BUDGET_S))
+left() { echo $((deadline - SECONDS)); }
+skipped=()
+[[ "$DEVICE" == cpu ]] && QUICK=1  # a CPU cannot run the GPU sizes in the budget
 mkdir -p "$OUT"
 
 if ! "$PY" -c "import torch" 2>/dev/null; then
@@ -35,16 +45,40 @@ print(f"torch {torch.__version__}, device {torch.cuda.get_device_name() if devic
 EOF
 quick=()
 [[ -n "${QUICK:-}" ]] && quick=(--quick)
+if [[ "$DEVICE" == cpu ]]; then
+    echo "dry run on the CPU: tiny settings; a GPU run would cover:"
+    "$PY" -m benchmarks.gpu_plan
+fi
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv > "$OUT/gpu.csv" 2>/dev/null || true
+
+# Shares of what is left: utilization a quarter (at most 90 s), variant_cost all but what the
+# sweep needs (SWEEP_S, where it can run), the sweep the rest.
+SWEEP_S=120
+sweep_reserve=0
+[[ -x .venv/bin/nas ]] && sweep_reserve=$SWEEP_S
 for bench in utilization variant_cost; do
+    if [[ $bench == utilization ]]; then
+        share=$(( $(left) / 4 < 90 ? $(left) / 4 : 90 ))
+    else
+        share=$(( $(left) - sweep_reserve - 20 ))
+    fi
+    if (( share < 15 )); then
+        skipped+=("$bench (${share} s left for it)")
+        continue
+    fi
     start=$SECONDS
-    timeout 300 "$PY" -m "benchmarks.$bench" --device "$DEVICE" --out "$OUT" "${quick[@]}" \
-        | tee "$OUT/$bench.md"
-    echo "$bench: $((SECONDS - start)) s"
+    # The budget stops new rounds and depths; the timeout (the share plus the build of one
+    # depth's models) stops a benchmark whose single round outlasts it.
+    timeout $((share + 60)) "$PY" -m "benchmarks.$bench" --device "$DEVICE" --out "$OUT" \
+        --budget-s "$share" "${quick[@]}" | tee "$OUT/$bench.md" \
+        || skipped+=("$bench (stopped at its timeout, $((share + 60)) s)")
+    echo "$bench: $((SECONDS - start)) s of its ${share} s"
 done
 
 # Four trials on one GPU, and what they recorded as cost (needs the project's venv).
-if [[ -x .venv/bin/nas ]]; then
+if [[ -x .venv/bin/nas ]] && (( $(left) < 60 )); then
+    skipped+=("the shared-GPU sweep ($(left) s left)")
+elif [[ -x .venv/bin/nas ]]; then
     gpus=0.25
     [[ "$DEVICE" == cpu ]] && gpus=0  # a CPU node has no GPU to share: check the script only
     steps=100
@@ -52,7 +86,7 @@ if [[ -x .venv/bin/nas ]]; then
     store="$(cd "$OUT" && pwd)/sweep"  # absolute, whether OUT is or not
     rm -rf "$store" && mkdir -p "$store"
     start=$SECONDS
-    timeout 420 .venv/bin/nas sweep quick --name gpu_check --concurrency 4 \
+    timeout $(( $(left) - 15 )) .venv/bin/nas sweep quick --name gpu_check --concurrency 4 \
         --gpus-per-trial "$gpus" --max-steps "$steps" --tracking-uri "sqlite:///$store/mlflow.db" \
         --storage-path "$store/ray" > "$OUT/sweep.txt"
     .venv/bin/nas report gpu_check --tracking-uri "sqlite:///$store/mlflow.db" --format md \
@@ -60,5 +94,13 @@ if [[ -x .venv/bin/nas ]]; then
     sed -n '/^## Cost/,/^## One-axis/p' "$store/report/report.md" | tee "$OUT/sweep_cost.md"
     echo "sweep: $((SECONDS - start)) s"
 else
-    echo "no .venv/bin/nas here: the shared-GPU sweep is skipped (run make setup first)"
+    skipped+=("the shared-GPU sweep (no .venv/bin/nas here: run make setup first)")
+fi
+echo "gpu_check: ${SECONDS} s of a ${BUDGET_S} s budget"
+grep -h "Trimmed to the time budget" "$OUT"/utilization.md "$OUT"/variant_cost.md 2>/dev/null \
+    | sed 's/^/  /' || true
+if (( ${#skipped[@]} )); then
+    printf '  skipped: %s\n' "${skipped[@]}"
+else
+    echo "  nothing skipped"
 fi

@@ -20,7 +20,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from benchmarks.common import cli, config, interleaved, machine, train_step
+from benchmarks.common import Deadline, cli, config, interleaved, machine, train_step
 from trainers.config import ModelConfig
 from trainers.device_cost import device_peak
 from trainers.flops import flops_per_token
@@ -63,7 +63,8 @@ def step_flops(cfg: ModelConfig, batch: int) -> float:
     return float(flops_per_token(cfg).total * batch * cfg.seq_len)
 
 
-def run(quick: bool = False, device: str = "cpu") -> dict:
+def run(quick: bool = False, device: str = "cpu", deadline: Deadline | None = None) -> dict:
+    """Every arm's step, interleaved; under a ``deadline``, fewer rounds (``rounds_run``)."""
     s = settings(quick, device)
     small, large = s["d_models"]
     cfgs = {f"standard@{small}": config("standard", d_model=small, **s["shape"])}
@@ -71,8 +72,9 @@ def run(quick: bool = False, device: str = "cpu") -> dict:
     cuda = device.startswith("cuda")
     peak = device_peak("cuda" if cuda else "cpu", "bf16-mixed" if cuda else "32-true")
     steps = {k: train_step(c, s["batch"], device) for k, c in cfgs.items()}
-    times = interleaved(steps, s["warmup"], s["rounds"])
+    times = interleaved(steps, s["warmup"], s["rounds"], deadline)
     results: dict[str, Any] = {"peak_gflops": peak.flops / 1e9, "peak_source": peak.source}
+    results["rounds_run"] = min(len(t) for t in times.values())
     results["steps"] = {}
     for k, cfg in cfgs.items():
         flops = step_flops(cfg, s["batch"])
@@ -108,6 +110,9 @@ def markdown(result: dict) -> str:
             f"| `{arm}` @ {d} | {row['flops_per_step'] / 1e9:,.1f} | {row['step_ms']:.0f} | "
             f"{row['model_gflops']:.1f} | {row['utilization']:.0%} | {goal} |"
         )
+    ran = res.get("rounds_run", s["rounds"])
+    if ran < s["rounds"]:
+        lines.append(f"\nTrimmed to the time budget: {ran} of {s['rounds']} rounds.")
     return "\n".join(lines)
 
 

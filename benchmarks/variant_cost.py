@@ -27,6 +27,7 @@ import resource
 import statistics
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,7 @@ import torch
 
 from benchmarks.arms import ARMS
 from benchmarks.common import (
+    Deadline,
     cli,
     config,
     fmt_ratio,
@@ -170,17 +172,23 @@ def settings(quick: bool, device: str = "cpu") -> dict[str, Any]:
 
 
 def measure_depth(
-    n_layers: int, s: dict[str, Any], warmup: int, rounds: int, device: str
+    n_layers: int,
+    s: dict[str, Any],
+    warmup: int,
+    rounds: int,
+    device: str,
+    deadline: Deadline | None = None,
 ) -> dict[str, dict[str, Any]]:
     dims = {**s["dims"], "n_layers": n_layers}
     steps = {arm: train_step(config(arm, **dims), s["batch"], device) for arm in s["arms"]}
-    times = interleaved(steps, warmup, rounds)
+    times = interleaved(steps, warmup, rounds, deadline)
     del steps
     free(device)
     rows = {}
     for arm in s["arms"]:
         rows[arm] = {
             "step_ms": 1000 * statistics.median(times[arm]),
+            "rounds": len(times[arm]),
             "time_ratio": ratio(times[arm], times["standard"]),
             **step_memory(arm, dims, s["batch"], device),
         }
@@ -190,14 +198,27 @@ def measure_depth(
     return rows
 
 
-def run(quick: bool = False, device: str = "cpu") -> dict:
+def run(quick: bool = False, device: str = "cpu", deadline: Deadline | None = None) -> dict:
+    """Every depth of the schedule in order; under a ``deadline``, each depth's rounds stop at
+    it, and a depth is skipped when the last one's time, scaled by depth, says it would not
+    finish one round (its warm-up included) before it: the result lists what was skipped."""
     s = settings(quick, device)
-    results = {
-        str(n): measure_depth(n, s, warmup, rounds, device)
-        for n, (warmup, rounds) in s["schedule"].items()
-    }
+    results: dict[str, Any] = {}
+    skipped: list[int] = []
+    last: tuple[int, float] | None = None  # (n_layers, seconds per round and warm-up step)
+    for n, (warmup, rounds) in s["schedule"].items():
+        if deadline is not None and last is not None:
+            needed = last[1] * n / last[0] * (warmup + 1)
+            if deadline.left() < needed:
+                skipped.append(n)
+                continue
+        start = time.monotonic()
+        results[str(n)] = measure_depth(n, s, warmup, rounds, device, deadline)
+        done = results[str(n)]["standard"]["rounds"] + warmup
+        last = (n, (time.monotonic() - start) / done)
     s["schedule"] = {str(n): list(v) for n, v in s["schedule"].items()}
-    return {"name": NAME, "device": device, "settings": s, **machine(), "results": results}
+    out = {"name": NAME, "device": device, "settings": s, **machine(), "results": results}
+    return out | {"skipped_depths": skipped}
 
 
 def _goal(arm: str, row: dict[str, Any]) -> str:
@@ -230,6 +251,9 @@ def markdown(result: dict) -> str:
         f"step memory ≤ {MEMORY_GOAL:.2f}x for all.",
         "",
     ]
+    trimmed = _trimmed(result)
+    if trimmed:
+        lines[-1:] = [f"Trimmed to the time budget: {trimmed}.", ""]
     header = ["arm", *(f"time L{d}" for d in depths), *(f"step mem L{d}" for d in depths)]
     header += [f"peak mem L{goal_at}", f"goal at L{goal_at}"]
     rows = []
@@ -238,6 +262,17 @@ def markdown(result: dict) -> str:
         cells = _cells(depths, res, arm, "time_ratio") + _cells(depths, res, arm, "step_mem_ratio")
         rows.append([f"`{arm}`", *cells, fmt_ratio(row["peak_mem_ratio"]), _goal(arm, row)])
     return "\n".join(lines + md_table(header, rows))
+
+
+def _trimmed(result: dict) -> str:
+    """What a budget left out: skipped depths, and depths that ran fewer rounds than planned."""
+    s, res = result["settings"], result["results"]
+    parts = [f"n_layers={n} skipped" for n in result.get("skipped_depths", [])]
+    for depth, (_, planned) in s["schedule"].items():
+        ran = res.get(depth, {}).get("standard", {}).get("rounds", planned)
+        if depth in res and ran < planned:
+            parts.append(f"n_layers={depth} ran {ran} of {planned} rounds")
+    return "; ".join(parts)
 
 
 def main() -> None:

@@ -1,0 +1,28 @@
+"""What a GPU run of ``benchmarks/gpu_check.sh`` covers (its dry run on a CPU prints this): each
+benchmark's GPU settings, read from the benchmarks themselves so the plan cannot drift from them.
+
+    python -m benchmarks.gpu_plan
+"""
+
+from __future__ import annotations
+
+from benchmarks import utilization, variant_cost
+
+
+def plan() -> list[str]:
+    u, v = utilization.settings(False, "cuda"), variant_cost.settings(False, "cuda")
+    width = max(u["d_models"])
+    depths = ", ".join(f"n_layers={n}: {r} rounds" for n, (_, r) in v["schedule"].items())
+    return [
+        f"  utilization: {', '.join(utilization.ARMS)} at d_model {width} (standard also at "
+        f"{min(u['d_models'])}), n_layers={u['shape']['n_layers']}, seq_len "
+        f"{u['shape']['seq_len']}, batch {u['batch']}, {u['rounds']} rounds",
+        f"  variant_cost: {len(v['arms'])} arms ({', '.join(v['arms'])}) at d_model "
+        f"{v['dims']['d_model']}, seq_len {v['dims']['seq_len']}, batch {v['batch']}; {depths}",
+        "  sweep: the quick space, 4 trials sharing the GPU (--gpus-per-trial 0.25), 100 steps",
+        "  (under the budget, rounds go first, then the deepest depths)",
+    ]
+
+
+if __name__ == "__main__":
+    print("\n".join(plan()))

@@ -1,0 +1,36 @@
+"""The benchmarks' time budget (``--budget-s``, what ``benchmarks/gpu_check.sh`` fits a device
+session with): past the deadline no new round starts and the next depth is skipped, the first
+round always runs, and the result says what was left out."""
+
+from __future__ import annotations
+
+from benchmarks import variant_cost
+from benchmarks.common import Deadline, interleaved
+
+
+def _counter() -> tuple[list[int], dict[str, object]]:
+    calls = [0]
+
+    def step() -> None:
+        calls[0] += 1
+
+    return calls, {"a": step, "b": step}
+
+
+def test_a_passed_deadline_leaves_one_round_and_none_leaves_all() -> None:
+    calls, steps = _counter()
+    times = interleaved(steps, warmup=2, rounds=5, deadline=Deadline.after(-1))  # type: ignore[arg-type]
+    assert [len(t) for t in times.values()] == [1, 1]
+    assert calls[0] == 2 * 2 + 2  # warm-up and the one round, both closures
+    times = interleaved(steps, warmup=0, rounds=5, deadline=Deadline.after(3600))  # type: ignore[arg-type]
+    assert [len(t) for t in times.values()] == [5, 5]
+
+
+def test_variant_cost_skips_the_depths_past_its_budget_and_says_so() -> None:
+    """At a zero budget the quick schedule's first depth runs one round of its three and the
+    second depth is skipped; the Markdown names both."""
+    result = variant_cost.run(quick=True, deadline=Deadline.after(0))
+    assert list(result["results"]) == ["2"] and result["skipped_depths"] == [4]
+    assert result["results"]["2"]["standard"]["rounds"] == 1
+    text = variant_cost.markdown(result)
+    assert "Trimmed to the time budget: n_layers=4 skipped; n_layers=2 ran 1 of 3 rounds." in text
