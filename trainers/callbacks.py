@@ -63,6 +63,17 @@ class DilutionCallback(L.Callback):
         self.last_files = save_profile(self.last, self.folder, stem, title, figure=final)
         _log_artifacts(trainer.logger, self.last_files)
 
+    # Kept in checkpoints: a resumed run still counts its validations from the start (the
+    # profile cadence) and still names the sites that collapsed before the checkpoint.
+    def state_dict(self) -> dict[str, Any]:
+        alarm = [] if self.alarm is None else self.alarm.rows()
+        return {"validations": self.validations, "alarm": alarm}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self.validations = int(state_dict["validations"])
+        if self.alarm is not None:
+            self.alarm.restore(state_dict["alarm"])
+
 
 class LastFiniteValidation(L.Callback):
     """The callback metrics (floats) after the last validation whose ``key`` came out finite:

@@ -92,6 +92,18 @@ class RoutingAlarm:
             source = int(np.nanargmax(weights[site]))
             self.found[site] = Collapse(site, step, float(mass), source)
 
+    def rows(self) -> list[list[float]]:
+        """The collapsed sites as plain numbers (site, step, top-1 mass, source), for a
+        checkpoint that loads with ``weights_only=True``."""
+        return [[c.site, c.step, c.top1, c.source] for c in self.found.values()]
+
+    def restore(self, rows: list[list[float]]) -> None:
+        """What ``rows`` saved, added to what was found since (the earlier step wins)."""
+        for site, step, top1, source in rows:
+            c = Collapse(int(site), int(step), float(top1), int(source))
+            if c.site not in self.found or self.found[c.site].step > c.step:
+                self.found[c.site] = c
+
     def message(self, named: int = 3) -> str:
         """One line naming the ``named`` earliest collapsed sites and counting the rest (a
         description and a reason must stay one short line); "" when none collapsed."""

@@ -4,6 +4,7 @@ collapse alarm's rule, and the profile's routing fields for every depth-mixing w
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -11,6 +12,7 @@ import torch
 
 from record.schema import Metric
 from tests.trainers.conftest import tiny
+from trainers.callbacks import DilutionCallback
 from trainers.config import TrainConfig
 from trainers.diagnostics import dilution_profile
 from trainers.model import DeepTransformer
@@ -92,6 +94,26 @@ def test_alarm_keeps_the_first_step_and_names_the_site_and_source() -> None:
     assert RoutingAlarm(0.95).message() == ""
     collapsed = collapsed_sites(np.array([1.0, 0.97, 0.6]), weights, 0.95)
     assert collapsed.tolist() == [False, True, False]
+
+
+def test_the_alarm_survives_a_checkpoint(tmp_path: Path) -> None:
+    """The dilution callback's state (validations, collapsed sites) goes through a checkpoint
+    file loaded with weights_only=True; restored into a fresh alarm it names the same sites, and
+    a site found again later keeps its earlier step."""
+    alarm = RoutingAlarm(0.95)
+    weights = np.array([[1.0, np.nan], [0.99, 0.01]])
+    alarm.observe(np.array([1.0, 0.99]), weights, step=40)
+    saved = DilutionCallback(batch=(torch.zeros(1), torch.zeros(1)), folder=tmp_path, alarm=alarm)
+    saved.validations = 3
+    torch.save({"callback": saved.state_dict()}, tmp_path / "ckpt.pt")
+    state = torch.load(tmp_path / "ckpt.pt", weights_only=True)["callback"]
+    fresh = RoutingAlarm(0.95)
+    resumed = DilutionCallback(batch=(torch.zeros(1), torch.zeros(1)), folder=tmp_path, alarm=fresh)
+    fresh.observe(np.array([1.0, 0.99]), weights, step=80)  # seen again after the resume
+    resumed.load_state_dict(state)
+    assert resumed.validations == 3
+    assert fresh.message() == alarm.message()
+    assert "by step 40" in fresh.message()
 
 
 @pytest.mark.parametrize("value", [0.0, -0.1, 1.01, math.nan])
