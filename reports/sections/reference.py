@@ -68,9 +68,9 @@ def reference_section(data: SweepData, rows: list[ArmRow]) -> Section:
                 tuple(switched),
                 "Table 4 is an ablation of Full and Block AttnRes: each switched arm against its "
                 "own unswitched AttnRes arm (paired by seed, Holm over this table; Δ = arm − "
-                "parent). 'agrees': the same direction, resolved; 'opposite': resolved the other "
-                "way; 'unresolved': the interval holds 0 (the published Δs are 0.004 to 0.027, "
-                "below what 3 seeds resolve here).",
+                "parent). 'agrees': the same direction as the paper's Δ, significant after "
+                "Holm's correction; 'opposite': significant the other way; 'unresolved': not "
+                "significant (the seeds section says what this sweep could detect).",
             )
         )
     blocks.append(
