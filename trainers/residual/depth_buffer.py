@@ -22,6 +22,11 @@ source i has arrived. ``_Push`` of source 0 runs last: it returns the queries' w
 and resets the buffers, so ``retain_graph`` and a second backward stay exact; a partial
 backward (gradients of an intermediate tensor) is not supported. ``StackedSources`` is the
 plain-autograd twin the tests hold this one to.
+
+Raw keys (``eps`` None) store 1/rms as ones and drop the rms term of the key gradient; a window
+stores the logits outside it as -inf (``Store.hidden``), which every softmax turns into weight
+zero and whose gradient stays zero. The one product that would meet them, the rms term's
+``glg . lg``, reads them as 0 (0 * -inf is NaN).
 """
 
 from __future__ import annotations
@@ -43,10 +48,12 @@ from trainers.residual.depth_attention import (
 @dataclass
 class Store:
     """One forward's sources; ``count`` of ``capacity`` slots are written. ``queries`` are the
-    folded queries, detached: their gradient leaves through source 0's ``_Push``."""
+    folded queries, detached: their gradient leaves through source 0's ``_Push``. ``eps`` None
+    means raw keys; ``hidden`` (capacity, n_sites) marks the logits outside a window."""
 
     queries: Tensor  # (n_sites, d)
-    eps: float
+    eps: float | None
+    hidden: Tensor | None
     values: Tensor  # (B, T, capacity, d)
     logits: Tensor  # (B, T, capacity, n_sites), at least float32
     rinv: Tensor  # (B, T, capacity): 1 / rms of each source, for the key gradient
@@ -56,7 +63,9 @@ class Store:
     grad_query_rows: Tensor | None = None  # (n_sites, d): from extra sources' logits
 
     @staticmethod
-    def like(first: Tensor, queries: Tensor, eps: float, capacity: int) -> Store:
+    def like(
+        first: Tensor, queries: Tensor, eps: float | None, capacity: int, hidden: Tensor | None
+    ) -> Store:
         dtype = first.dtype
         if torch.is_autocast_enabled(first.device.type):  # store what the products will read
             dtype = torch.get_autocast_dtype(first.device.type)
@@ -65,6 +74,7 @@ class Store:
         return Store(
             queries=queries.detach().to(exact),
             eps=eps,
+            hidden=hidden,
             values=first.new_empty((b, t, capacity, d), dtype=dtype),
             logits=first.new_empty((b, t, capacity, queries.shape[0]), dtype=exact),
             rinv=first.new_empty((b, t, capacity), dtype=exact),
@@ -92,15 +102,22 @@ def _no_autocast(device: torch.device) -> Any:
     return torch.autocast(device.type, enabled=False)
 
 
-def _rinv(v: Tensor, eps: float) -> Tensor:
-    """1 / rms(v) over the last dimension, as ``F.rms_norm`` computes it."""
+def _rinv(v: Tensor, eps: float | None) -> Tensor:
+    """1 / rms(v) over the last dimension, as ``F.rms_norm`` computes it; ones for raw keys."""
+    if eps is None:
+        return v.new_ones(v.shape[:-1])
     return torch.rsqrt(torch.linalg.vecdot(v, v) / v.shape[-1] + eps)
 
 
-def _key_grad(v: Tensor, glg: Tensor, queries: Tensor, lg: Tensor, rinv: Tensor) -> Tensor:
+def _key_grad(
+    v: Tensor, glg: Tensor, queries: Tensor, lg: Tensor | None, rinv: Tensor
+) -> Tensor:
     """d/dv of sum_s glg_s lg_s, for the logits lg_s = (v . q_s) rinv(v) of a source v (B, T, d)
-    at k sites (queries (k, d); glg and lg (B, T, k)); d rinv / dv = -rinv^3 v / d."""
+    at k sites (queries (k, d); glg and lg (B, T, k), lg finite); d rinv / dv = -rinv^3 v / d.
+    ``lg`` None: raw keys, rinv = 1 and no rms term."""
     gv = (glg @ queries) * rinv[..., None]
+    if lg is None:
+        return gv
     coef = torch.linalg.vecdot(glg, lg) * rinv.square() / v.shape[-1]
     return gv.sub_(v.to(gv.dtype) * coef[..., None])
 
@@ -120,7 +137,8 @@ def _extra_key_grad(
     query row gets its share in ``grad_query_rows``."""
     assert store.grad_query_rows is not None
     store.grad_query_rows[site].addmv_(e.flatten(0, -2).T, (dl * rinv).flatten())
-    return _key_grad(e, dl[..., None], store.queries[site : site + 1], lg[..., None], rinv)
+    rms = None if store.eps is None else lg[..., None]
+    return _key_grad(e, dl[..., None], store.queries[site : site + 1], rms, rinv)
 
 
 class _Push(torch.autograd.Function):
@@ -139,6 +157,8 @@ class _Push(torch.autograd.Function):
             rinv = _rinv(yq, store.eps)
             store.rinv[:, :, i] = rinv
             torch.mul(yq @ store.queries.T, rinv[..., None], out=store.logits[:, :, i])
+            if store.hidden is not None:
+                store.logits[:, :, i].masked_fill_(store.hidden[i], float("-inf"))
         store.count += 1
         ctx.store, ctx.index = store, i  # type: ignore[attr-defined]
         return token.new_zeros(())
@@ -150,7 +170,12 @@ class _Push(torch.autograd.Function):
         y = store.values[:, :, i]  # saving y would keep a second copy alive
         grad_values, grad_logits = store.grads()
         with _no_autocast(y.device):
-            glg, lg, rinv = grad_logits[:, :, i], store.logits[:, :, i], store.rinv[:, :, i]
+            glg, rinv = grad_logits[:, :, i], store.rinv[:, :, i]
+            lg = None  # raw keys: no rms term
+            if store.eps is not None:
+                lg = store.logits[:, :, i]
+                if store.hidden is not None:  # finite for glg . lg; their glg is 0
+                    lg = lg.masked_fill(store.hidden[i], 0.0)
             gy = _key_grad(y, glg, store.queries, lg, rinv)
             gy += grad_values[:, :, i]
             gq = None
@@ -327,12 +352,21 @@ class _PairMix(torch.autograd.Function):
 
 class BufferedSources:
     """``StackedSources``'s interface and function over a ``Store``; ``capacity`` is the number
-    of sources one forward appends."""
+    of sources one forward appends; ``eps`` None means raw keys, ``hidden`` a window
+    (``depth_attention.window_hidden``)."""
 
     kind = "depth"
 
-    def __init__(self, eps: float, queries: Tensor, schedule: Schedule, capacity: int) -> None:
+    def __init__(
+        self,
+        eps: float | None,
+        queries: Tensor,
+        schedule: Schedule,
+        capacity: int,
+        hidden: Tensor | None = None,
+    ) -> None:
         self.eps, self.queries, self.schedule, self.capacity = eps, queries, schedule, capacity
+        self.hidden = hidden
         self.store: Store | None = None
         self.token: Tensor | None = None
         # start, n, then each site's output and log-sum-exp, and the weights
@@ -341,7 +375,7 @@ class BufferedSources:
     def append(self, y: Tensor) -> None:
         queries = None
         if self.store is None:
-            self.store = Store.like(y, self.queries, self.eps, self.capacity)
+            self.store = Store.like(y, self.queries, self.eps, self.capacity, self.hidden)
             self.token = y.new_zeros(())
             queries = self.queries  # source 0 carries the queries' gradient
         if self.store.count == self.capacity:
