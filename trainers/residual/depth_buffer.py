@@ -109,9 +109,7 @@ def _rinv(v: Tensor, eps: float | None) -> Tensor:
     return torch.rsqrt(torch.linalg.vecdot(v, v) / v.shape[-1] + eps)
 
 
-def _key_grad(
-    v: Tensor, glg: Tensor, queries: Tensor, lg: Tensor | None, rinv: Tensor
-) -> Tensor:
+def _key_grad(v: Tensor, glg: Tensor, queries: Tensor, lg: Tensor | None, rinv: Tensor) -> Tensor:
     """d/dv of sum_s glg_s lg_s, for the logits lg_s = (v . q_s) rinv(v) of a source v (B, T, d)
     at k sites (queries (k, d); glg and lg (B, T, k), lg finite); d rinv / dv = -rinv^3 v / d.
     ``lg`` None: raw keys, rinv = 1 and no rms term."""

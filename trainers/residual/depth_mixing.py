@@ -257,8 +257,10 @@ class DepthMixer(SiteParameters):
         (phase 1 and the merge are one softmax split in two). The input-dependent query and
         scalar logits have no static query; sigmoid gates and H > 1 groups would be static too,
         but their phases are not written there: they stay here."""
-        return isinstance(self.score, StaticQuery) and isinstance(self.gate, Softmax) and (
-            self.heads == 1
+        return (
+            isinstance(self.score, StaticQuery)
+            and isinstance(self.gate, Softmax)
+            and self.heads == 1
         )
 
     @property
