@@ -1,4 +1,5 @@
-"""The Table 4 switches the buffered two-phase path serves (raw keys, a window, both): the same
+"""The Table 4 switches the buffered two-phase path serves (raw keys, a window, sigmoid gates and
+their combinations): the same
 loss and gradients as the plain path (``depth_mixing``'s direct formula) and as the plain-autograd
 twin (``StackedSources``), in float64, on Full and Block AttnRes with an uneven partition."""
 
@@ -22,7 +23,14 @@ SERVED: dict[str, dict[str, Any]] = {
     "key_norm=none": {"attnres_key_norm": "none"},
     "window=1": {"attnres_window": 1},
     "window=3": {"attnres_window": 3},
+    "gate=sigmoid": {"attnres_gate": "sigmoid"},
     "key_norm=none+window=2": {"attnres_key_norm": "none", "attnres_window": 2},
+    "sigmoid+window=2": {"attnres_gate": "sigmoid", "attnres_window": 2},
+    "sigmoid+key_norm=none+window=3": {
+        "attnres_gate": "sigmoid",
+        "attnres_key_norm": "none",
+        "attnres_window": 3,
+    },
 }
 # Full: 11 sites, two phase-1 groups of up to 8 (recent sources merged in phase 2). Block: 8
 # sublayers in 5 blocks of 2, 2, 2, 1, 1 (uneven), so a window of 1 to 3 hides summaries.
@@ -58,7 +66,8 @@ def _stacked(model: DeepTransformer) -> None:
     sites = stream.sites
 
     def new_sources() -> StackedSources:
-        return StackedSources(sites.key_eps, sites.folded(), stream.schedule, stream.hidden)
+        queries, hidden = sites.folded(), stream.hidden
+        return StackedSources(sites.key_eps, queries, stream.schedule, hidden, sites.sigmoid)
 
     stream.new_sources = new_sources  # type: ignore[method-assign]
 
@@ -136,17 +145,38 @@ def test_block_spans_count_each_sites_sources() -> None:
     assert block_spans(cfg) == (1, 2, 2, 3, 3, 4, 4, 5, 6)
 
 
-# The paths each switch cell of the switch suite runs: buffered where the query is static, the
-# gate a softmax and there is one group.
-BUFFERED_CELLS = {"key_norm=none", "window=2"}
+# The paths each switch cell of the switch suite runs: buffered where the query is static and
+# there is one group.
+BUFFERED_CELLS = {"key_norm=none", "window=2", "gate=sigmoid"}
 
 
 @pytest.mark.parametrize("residual", SHAPES)
 @pytest.mark.parametrize("switch", SWITCHES)
-def test_the_buffered_path_serves_static_softmax_single_group_cells(
-    residual: str, switch: str
-) -> None:
+def test_the_buffered_path_serves_static_single_group_cells(residual: str, switch: str) -> None:
     """One rule picks the path (``DepthMixer.buffered``): input-dependent queries, scalar
-    logits, sigmoid gates, several groups and Delta AttnRes stay on the plain path."""
+    logits, several groups and Delta AttnRes stay on the plain path."""
     model = DeepTransformer(tiny(residual=residual, **SWITCHES[switch]))
     assert model.stream.fast == (switch in BUFFERED_CELLS)
+
+
+@pytest.mark.parametrize("residual", SHAPES)
+@pytest.mark.parametrize("switch", ["gate=sigmoid", "key_norm=none+window=2"])
+def test_probe_reads_the_same_weights_on_either_path(residual: str, switch: str) -> None:
+    """The diagnostics see the same weights per site from the buffered path, under the same kind
+    (sigmoid gates: free weights, "dwa"), as from the plain one."""
+    from trainers.residual.probe import mixing_probe
+
+    model = _perturbed(_cfg(residual, switch)).eval()
+    idx = torch.randint(0, 32, (2, 12))
+    seen = []
+    for fast in (True, False):
+        model.stream.fast = fast
+        with mixing_probe() as mixing:
+            model(idx)
+        seen.append({kind: dict(sites) for kind, sites in mixing.items()})
+    buffered, plain = seen
+    assert buffered.keys() == plain.keys() == {"dwa" if "sigmoid" in switch else "depth"}
+    for kind, sites in plain.items():
+        assert buffered[kind].keys() == sites.keys()
+        for site, weights in sites.items():
+            torch.testing.assert_close(buffered[kind][site], weights, rtol=0, atol=1e-6)

@@ -43,8 +43,9 @@ class AttnResStream(Stream):
     (the last row) mixes all sources before the final norm.
 
     The parameters are one ``DepthMixer`` (flat, the same names on either path). Where its
-    ``buffered`` says so (the paper's design, and raw keys and a window) the sources are the fast
-    two-phase path over them; the other Table 4 switches take the plain path (``depth_mixing``),
+    ``buffered`` says so (the paper's design, and raw keys, a window and sigmoid gates) the sources
+    are the fast two-phase path over them; the other Table 4 switches take the plain path
+    (``depth_mixing``),
     the same function at the defaults. ``spans`` is how many sources each site mixes (a window's
     mask; Full: site j reads j + 1)."""
 
@@ -70,11 +71,11 @@ class AttnResStream(Stream):
     def new_sources(self) -> Sources:
         if not self.fast:
             return PlainSources(self.sites)
-        queries, eps = self.sites.folded(), self.sites.key_eps
+        queries, eps, sigmoid = self.sites.folded(), self.sites.key_eps, self.sites.sigmoid
         hidden = None if self.hidden is None else self.hidden.to(queries.device)
         if torch.compiler.is_compiling():  # the hand-written backward is opaque to the tracer
-            return StackedSources(eps, queries, self.schedule, hidden)
-        return BufferedSources(eps, queries, self.schedule, self.capacity, hidden)
+            return StackedSources(eps, queries, self.schedule, hidden, sigmoid)
+        return BufferedSources(eps, queries, self.schedule, self.capacity, hidden, sigmoid)
 
     def begin(self, emb: Tensor) -> Sources:
         state = self.new_sources()

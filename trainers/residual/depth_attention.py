@@ -20,18 +20,20 @@ Two implementations of that schedule compute the same function: ``depth_buffer.B
 (plain autograd, which ``torch.compile`` can trace; also the reference the tests hold the fast
 one to).
 
-Both also serve two of Table 4's switches (``depth_mixing`` computes every switch directly), since
-neither makes the query depend on the input: raw keys (``attnres_key_norm=none``: no 1/rms, no
-gain, so the logit is linear in the source) and a window (``attnres_window``: which stored source
-a site reads is fixed by the wiring, so the logits outside it are written as -inf once, when the
-source arrives, and every softmax gives them weight zero).
+Both also serve three of Table 4's switches (``depth_mixing`` computes every switch directly),
+since none makes the query depend on the input: raw keys (``attnres_key_norm=none``: no 1/rms, no
+gain, so the logit is linear in the source), a window (``attnres_window``: which stored source a
+site reads is fixed by the wiring, so the logits outside it are written as -inf once, when the
+source arrives, and every gate gives them weight zero) and sigmoid gates (``attnres_gate``: each
+weight is sigmoid(l) on its own, so phase 1 is a weighted sum and the merge adds the recent
+sources' terms to it, with no normalization to carry).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Protocol
+from typing import Any, Protocol
 
 import torch
 import torch.nn.functional as F
@@ -152,16 +154,20 @@ class StackedSources:
     batches cleanly; new values wait in a short list and join the stack at the next group start
     (restacking all of them at every site would copy O(L^2) tensors)."""
 
-    kind: ClassVar[str] = "depth"
     eps: float | None  # None: raw keys
     queries: Tensor  # (n_sites, d), gains folded in
     schedule: Schedule
     hidden: Tensor | None = None  # (capacity, n_sites): ``window_hidden``
+    sigmoid: bool = False  # sigmoid gates instead of the softmax
     values: Tensor | None = None  # (B, T, n, d)
     logits: Tensor | None = None  # (B, T, n, n_sites): each stacked source against every site
     recent: list[Tensor] = field(default_factory=list)
     recent_logits: list[Tensor] = field(default_factory=list)  # (B, T, n_sites) each
     group: tuple[int, Tensor, Tensor, Tensor] | None = None  # start, weights, lse, out
+
+    @property
+    def kind(self) -> str:
+        return "dwa" if self.sigmoid else "depth"  # as depth_mixing's gates name them
 
     def append(self, y: Tensor) -> None:
         logits = source_logits(y, self.queries, self.eps)
@@ -188,7 +194,7 @@ class StackedSources:
             self._fold()
             assert self.values is not None and self.logits is not None
             lg = self.logits[..., site : self.schedule.end(site)].transpose(-1, -2)  # (B,T,G,n)
-            weights = torch.softmax(lg, dim=-1)
+            weights = torch.sigmoid(lg) if self.sigmoid else torch.softmax(lg, dim=-1)
             self.group = (site, weights, lg.logsumexp(-1), weights @ self.values)
         start, weights, lse, out = self.group
         i = site - start
@@ -205,9 +211,17 @@ class StackedSources:
             logits.append(source_logits(extra, self.queries[site : site + 1], self.eps)[..., 0])
         if len(values) == 1:  # the group's first site: phase 1 is the whole answer
             return out1, lambda: w1
-        parts = torch.softmax(torch.stack(logits, dim=-1), dim=-1)  # (B, T, 1 + r)
+        parts = merge_gates(torch.stack(logits, dim=-1), self.sigmoid)  # (B, T, 1 + r)
         out = (parts[..., None, :] @ torch.stack(values, dim=-2)).squeeze(-2)
         return out, lambda: merged_weights(w1, parts)
+
+
+def merge_gates(logits: Tensor, sigmoid: bool) -> Tensor:
+    """Phase 2's weights from phase 1's log-sum-exp and the later sources' logits, (B, T, 1 + r):
+    a softmax over them, or with sigmoid gates phase 1's sum once and each later source's gate."""
+    if not sigmoid:
+        return torch.softmax(logits, dim=-1)
+    return torch.cat((torch.ones_like(logits[..., :1]), torch.sigmoid(logits[..., 1:])), dim=-1)
 
 
 def mix(sources: Sources, site: int, extra: Tensor | None = None) -> Tensor:

@@ -9,8 +9,9 @@ At site j, over the sources v_0..v_{S-1} it may read (all, or the embedding plus
     x_j[h]    = sum_i a_{j,h,i} v_i[h]   (v_i[h]: the d/H channels of group h)
 
 With every switch at its default this is exactly ``depth_attention``'s function, which the
-buffered two-phase path computes without restacking; that path also serves raw keys and a window
-(``DepthMixer.buffered`` says where), and the model takes this one for the other switches
+buffered two-phase path computes without restacking; that path also serves raw keys, a window
+and sigmoid gates (``DepthMixer.buffered`` says where), and the model takes this one for the
+other switches
 (``AttnResStream``). It is plain autograd: every source is stacked at every site, O(S) copies per
 site, about the buffered path's speed at the depths a CPU trains (docs/variants.md).
 
@@ -252,16 +253,16 @@ class DepthMixer(SiteParameters):
     def buffered(self) -> bool:
         """Whether the two-phase paths (``depth_attention``, ``depth_buffer``) compute this
         mixer's function, the one rule the stream follows. They need a static query (a source's
-        logits against every site are one product when it arrives), any key norm (raw keys:
-        1/rms is one), any window (a fixed mask of the logits), and a softmax over one group
-        (phase 1 and the merge are one softmax split in two). The input-dependent query and
-        scalar logits have no static query; sigmoid gates and H > 1 groups would be static too,
-        but their phases are not written there: they stay here."""
-        return (
-            isinstance(self.score, StaticQuery)
-            and isinstance(self.gate, Softmax)
-            and self.heads == 1
-        )
+        logits against every site are one product when it arrives) and one group; any key norm
+        (raw keys: 1/rms is one), window (a fixed mask of the logits) or gate (``sigmoid``) they
+        serve. The input-dependent query and scalar logits have no static query; H > 1 groups
+        would be static too, but the two-phase kernels are written for one: they stay here."""
+        return isinstance(self.score, StaticQuery) and self.heads == 1
+
+    @property
+    def sigmoid(self) -> bool:
+        """Whether the gate is the sigmoid (free weights) rather than the softmax."""
+        return isinstance(self.gate, Sigmoid)
 
     @property
     def key_eps(self) -> float | None:
