@@ -45,9 +45,8 @@ class AttnResStream(Stream):
     The parameters are one ``DepthMixer`` (flat, the same names on either path). Where its
     ``buffered`` says so (the paper's design, and raw keys, a window and sigmoid gates) the sources
     are the fast two-phase path over them; the other Table 4 switches take the plain path
-    (``depth_mixing``),
-    the same function at the defaults. ``spans`` is how many sources each site mixes (a window's
-    mask; Full: site j reads j + 1)."""
+    (``depth_mixing``), the same function at the defaults. ``spans`` is how many sources each
+    site mixes (a window's mask; Full: site j reads j + 1)."""
 
     def __init__(
         self,
