@@ -59,7 +59,7 @@ class RMSKeys:
     paper's key norm)."""
 
     def __init__(self, shape: Shape) -> None:
-        self.eps: float | None = shape.eps
+        self.eps: float = shape.eps
 
     @staticmethod
     def initial(shape: Shape) -> dict[str, Tensor]:
