@@ -8,10 +8,11 @@ is the median over rounds of each variant's step time divided by standard's in t
     .venv/bin/python -m benchmarks.variant_step_time --arms attnres,block_attnres --switches
 
 ``--switches`` adds the AttnRes design switches of the paper's Table 4 and Delta AttnRes
-(``SWITCH_ARMS``). Any switch moves AttnRes off the buffered two-phase path onto the plain one
-(``trainers/residual/depth_mixing.py``), so their ratios are mostly the plain path's cost; the
-input-dependent query would break the two-phase batching in any implementation (the paper's
-reason for not adopting it).
+(``SWITCH_ARMS``). Raw keys, a window and sigmoid gates run on the buffered two-phase path like
+the paper's design; the input-dependent query, scalar logits, heads and Delta AttnRes move AttnRes
+onto the plain one (``trainers/residual/depth_mixing.py``; ``DepthMixer.buffered`` is the rule),
+so their ratios are mostly the plain path's cost. The input-dependent query would break the
+two-phase batching in any implementation (the paper's reason for not adopting it).
 """
 
 from __future__ import annotations

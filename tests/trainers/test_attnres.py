@@ -239,13 +239,15 @@ def _mixing_inputs(n_sites: int = 5, n_sources: int = 7) -> tuple:
     return sites, ys[:n_sources], extra
 
 
-def _sources(kind: str, sites, schedule, capacity: int):  # type: ignore[no-untyped-def]
+def _sources(kind: str, sites, schedule, capacity: int, **switches):  # type: ignore[no-untyped-def]
+    """``switches``: the Table 4 ones both serve (eps None, hidden, sigmoid)."""
     from trainers.residual.depth_attention import StackedSources
     from trainers.residual.depth_buffer import BufferedSources
 
+    s = {"eps": 1e-6, "hidden": None, "sigmoid": False, **switches}
     if kind == "stacked":
-        return StackedSources(1e-6, sites.folded(), schedule)
-    return BufferedSources(1e-6, sites.folded(), schedule, capacity)
+        return StackedSources(s["eps"], sites.folded(), schedule, s["hidden"], s["sigmoid"])
+    return BufferedSources(s["eps"], sites.folded(), schedule, capacity, s["hidden"], s["sigmoid"])
 
 
 @pytest.mark.parametrize("kind", ["stacked", "buffered"])
@@ -269,12 +271,28 @@ def test_sources_compute_the_paper_softmax(kind: str, group: int) -> None:
         torch.testing.assert_close(x, (a[..., None] * torch.stack([*ys, extra], -2)).sum(-2))
 
 
-def _interleaved_run(kind: str, group: int, use_extra: bool) -> tuple[torch.Tensor, list]:
+# The Table 4 switches both two-phase paths serve, as ``_sources`` takes them ("window": W = 2).
+TWO_PHASE_SWITCHES: dict[str, dict] = {
+    "paper": {},
+    "raw keys": {"eps": None},
+    "window": {"window": 2},
+    "sigmoid": {"sigmoid": True},
+    "all three": {"eps": None, "window": 2, "sigmoid": True},
+}
+
+
+def _interleaved_run(
+    kind: str, group: int, use_extra: bool, switch: str = "paper"
+) -> tuple[torch.Tensor, list]:
     """Sources appended between mixes, as in a model: each site's input feeds the next source."""
-    from trainers.residual.depth_attention import Schedule
+    from trainers.residual.depth_attention import Schedule, window_hidden
 
     sites, ys, extra = _mixing_inputs(n_sites=7, n_sources=7)
-    state = _sources(kind, sites, Schedule.every(group, 7), capacity=7)
+    switches = dict(TWO_PHASE_SWITCHES[switch])
+    if "window" in switches:  # site j mixes j + 1 stored sources, and the extra one but at 6
+        spans = tuple(j + 1 + (use_extra and j < 6) for j in range(7))
+        switches["hidden"] = window_hidden(spans, switches.pop("window"), 7)
+    state = _sources(kind, sites, Schedule.every(group, 7), capacity=7, **switches)
     state.append(ys[0])
     loss = torch.zeros((), dtype=torch.float64)
     for site in range(6):
@@ -286,15 +304,17 @@ def _interleaved_run(kind: str, group: int, use_extra: bool) -> tuple[torch.Tens
     return loss, [*sites.parameters(), *ys, extra]
 
 
+@pytest.mark.parametrize("switch", TWO_PHASE_SWITCHES)
 @pytest.mark.parametrize("group", [1, 2, 3, 8])
 @pytest.mark.parametrize("use_extra", [False, True])
-def test_buffered_backward_equals_autograd(group: int, use_extra: bool) -> None:
+def test_buffered_backward_equals_autograd(group: int, use_extra: bool, switch: str) -> None:
     """The hand-written backward (buffers, token ordering, the queries' gradient leaving through
     source 0) gives autograd's gradients for every input, in every merge case: phase 1 alone,
-    recent sources, the partial sum alone (the two-way path) and both."""
+    recent sources, the partial sum alone (the two-way path) and both; at the paper's design
+    and under each switch the two paths serve."""
     grads = {}
     for kind in ("stacked", "buffered"):
-        loss, inputs = _interleaved_run(kind, group, use_extra)
+        loss, inputs = _interleaved_run(kind, group, use_extra, switch)
         grads[kind] = torch.autograd.grad(loss, inputs, allow_unused=True)
     for ref, got in zip(grads["stacked"], grads["buffered"], strict=True):
         assert (ref is None) == (got is None)

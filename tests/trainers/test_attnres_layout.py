@@ -62,16 +62,17 @@ def _covering_window(cfg: ModelConfig) -> int:
 
 @pytest.mark.parametrize("residual", RESIDUALS)
 def test_default_state_dict_loads_strictly_into_the_covering_window(residual: str) -> None:
-    """The paper's model (fast path) and the same model with a window covering every source
-    (plain path) have one state dict: it loads strictly either way and gives the same logits;
-    one source fewer is another model (so the comparison can fail)."""
+    """The paper's model and the same model with a window covering every source (both on the
+    buffered path; the plain path's twin is held to it in test_attnres_buffered_switches.py)
+    have one state dict: it loads strictly either way and gives the same logits; one source
+    fewer is another model (so the comparison can fail)."""
     cfg = tiny(residual=residual, n_layers=3, attnres_blocks=3)
     default = _perturbed(cfg)
     assert default.stream.fast
     logits = _logits(default)
     for window in (_covering_window(cfg), _covering_window(cfg) + 1, 100):
         windowed = _loaded(dataclasses.replace(cfg, attnres_window=window), default.state_dict())
-        assert not windowed.stream.fast and _shapes(windowed) == _shapes(default)
+        assert windowed.stream.fast and _shapes(windowed) == _shapes(default)
         torch.testing.assert_close(_logits(windowed), logits, rtol=0, atol=ATOL)
         _loaded(cfg, windowed.state_dict())  # and back, strict
     short = dataclasses.replace(cfg, attnres_window=_covering_window(cfg) - 1)

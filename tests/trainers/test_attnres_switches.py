@@ -227,7 +227,7 @@ def test_window_covering_every_source_is_no_window(residual: str, base: dict[str
     unwindowed = DeepTransformer(tiny(**kw)).double()
     _randomize_mixing(unwindowed)
     windowed = DeepTransformer(tiny(attnres_window=7, **kw)).double()
-    if not base:  # the default runs on the fast path: compare with its plain-path twin
+    if not base:  # both run the buffered path: hold the windowed one to the plain-path twin
         _on_plain_path(unwindowed)
     windowed.load_state_dict(unwindowed.state_dict())
     idx = torch.randint(0, 32, (2, 12))

@@ -14,6 +14,7 @@ from trainers.residual.depth_attention import (
     Sources,
     StackedSources,
     mix,
+    window_hidden,
 )
 from trainers.residual.depth_buffer import BufferedSources
 from trainers.residual.depth_mixing import DepthMixer, PlainSources, draw_queries
@@ -41,13 +42,18 @@ class AttnResStream(Stream):
     """Owns every site's parameters; starts the sources with the embedding; the output site
     (the last row) mixes all sources before the final norm.
 
-    The parameters are one ``DepthMixer`` (flat, the same names on either path). With the
-    paper's design (every ``attnres_*`` switch at its default) the sources are the fast
-    two-phase path over them; a Table 4 switch takes the plain path (``depth_mixing``), the same
-    function at the defaults."""
+    The parameters are one ``DepthMixer`` (flat, the same names on either path). Where its
+    ``buffered`` says so (the paper's design, and raw keys, a window and sigmoid gates) the sources
+    are the fast two-phase path over them; the other Table 4 switches take the plain path
+    (``depth_mixing``), the same function at the defaults. ``spans`` is how many sources each
+    site mixes (a window's mask; Full: site j reads j + 1)."""
 
     def __init__(
-        self, cfg: ModelConfig, schedule: Schedule | None = None, capacity: int = 0
+        self,
+        cfg: ModelConfig,
+        schedule: Schedule | None = None,
+        capacity: int = 0,
+        spans: tuple[int, ...] = (),
     ) -> None:
         super().__init__()
         self.eps = cfg.norm_eps
@@ -57,15 +63,18 @@ class AttnResStream(Stream):
         # The sources one forward stores: the embedding and every sublayer output (Full AttnRes).
         self.capacity = capacity or n_sites
         self.sites = DepthMixer(cfg, n_sites, self.capacity)
-        self.fast = not cfg.attnres_switched  # the paper's design: the two-phase path
+        self.fast = self.sites.buffered  # the two-phase path (the tests may turn it off)
+        spans = spans or tuple(range(1, n_sites + 1))
+        self.hidden = window_hidden(spans, cfg.attnres_window, self.capacity)
 
     def new_sources(self) -> Sources:
         if not self.fast:
             return PlainSources(self.sites)
-        queries = self.sites.folded()
+        queries, eps, sigmoid = self.sites.folded(), self.sites.key_eps, self.sites.sigmoid
+        hidden = None if self.hidden is None else self.hidden.to(queries.device)
         if torch.compiler.is_compiling():  # the hand-written backward is opaque to the tracer
-            return StackedSources(self.eps, queries, self.schedule)
-        return BufferedSources(self.eps, queries, self.schedule, self.capacity)
+            return StackedSources(eps, queries, self.schedule, hidden, sigmoid)
+        return BufferedSources(eps, queries, self.schedule, self.capacity, hidden, sigmoid)
 
     def begin(self, emb: Tensor) -> Sources:
         state = self.new_sources()

@@ -29,6 +29,14 @@ def block_starts(n_sublayers: int, n_blocks: int) -> frozenset[int]:
     return frozenset(itertools.accumulate(sizes[:-1]))
 
 
+def block_spans(cfg: ModelConfig) -> tuple[int, ...]:
+    """How many sources each site mixes: in block b the embedding and b summaries, plus the
+    partial sum from the block's second sublayer on; at the output all N + 1."""
+    sizes = balanced_partition(cfg.n_sublayers, cfg.attnres_blocks)
+    inside = (b + 1 + (k > 0) for b, size in enumerate(sizes) for k in range(size))
+    return (*inside, len(sizes) + 1)
+
+
 @dataclass
 class BlockState:
     """Completed block summaries (stored as soon as completed: every site of the next block reads
@@ -72,7 +80,7 @@ class BlockAttnResStream(AttnResStream):
         schedule = Schedule(tuple(sorted({0, *starts})), cfg.n_sublayers + 1)
         # The embedding and every block's summary; a site mixes at most that many sources (the
         # summaries before its block and its partial sum, or, at the output, all of them).
-        super().__init__(cfg, schedule, capacity=cfg.attnres_blocks + 1)
+        super().__init__(cfg, schedule, cfg.attnres_blocks + 1, block_spans(cfg))
 
     def begin(self, emb: Tensor) -> BlockState:  # type: ignore[override]
         return BlockState(super().begin(emb))

@@ -19,13 +19,21 @@ Two implementations of that schedule compute the same function: ``depth_buffer.B
 (preallocated buffers and a hand-written backward, the default) and ``StackedSources`` here
 (plain autograd, which ``torch.compile`` can trace; also the reference the tests hold the fast
 one to).
+
+Both also serve three of Table 4's switches (``depth_mixing`` computes every switch directly),
+since none makes the query depend on the input: raw keys (``attnres_key_norm=none``: no 1/rms, no
+gain, so the logit is linear in the source), a window (``attnres_window``: which stored source a
+site reads is fixed by the wiring, so the logits outside it are written as -inf once, when the
+source arrives, and every gate gives them weight zero) and sigmoid gates (``attnres_gate``: each
+weight is sigmoid(l) on its own, so phase 1 is a weighted sum and the merge adds the recent
+sources' terms to it, with no normalization to carry).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Protocol
+from typing import Any, Protocol
 
 import torch
 import torch.nn.functional as F
@@ -55,9 +63,22 @@ def unit_rms(v: Tensor, eps: float) -> Tensor:
     return F.rms_norm(v, (v.shape[-1],), eps=eps)
 
 
-def source_logits(y: Tensor, queries: Tensor, eps: float) -> Tensor:
-    """(B, T, n_sites): one source's logit at every site (gains folded into ``queries``)."""
-    return unit_rms(y, eps) @ queries.T
+def source_logits(y: Tensor, queries: Tensor, eps: float | None) -> Tensor:
+    """(B, T, n_sites): one source's logit at every site (gains folded into ``queries``); raw
+    keys where ``eps`` is None."""
+    return (y if eps is None else unit_rms(y, eps)) @ queries.T
+
+
+def window_hidden(spans: tuple[int, ...], window: int, capacity: int) -> Tensor | None:
+    """(capacity, n_sites): True where stored source i lies outside site s's window, None when
+    no site hides any. Site s mixes ``spans[s]`` sources (the stored ones and, in Block AttnRes,
+    the partial sum last) and reads the embedding (i = 0) and the ``window`` newest, as
+    ``depth_mixing.window_mask`` does; window 0 is no window."""
+    if window == 0:
+        return None
+    i = torch.arange(capacity)[:, None]
+    hidden = (i > 0) & (i < torch.tensor(spans)[None, :] - window)
+    return hidden if bool(hidden.any()) else None
 
 
 class SiteParameters(nn.Module):
@@ -133,19 +154,28 @@ class StackedSources:
     batches cleanly; new values wait in a short list and join the stack at the next group start
     (restacking all of them at every site would copy O(L^2) tensors)."""
 
-    kind: ClassVar[str] = "depth"
-    eps: float
+    eps: float | None  # None: raw keys
     queries: Tensor  # (n_sites, d), gains folded in
     schedule: Schedule
+    hidden: Tensor | None = None  # (capacity, n_sites): ``window_hidden``
+    sigmoid: bool = False  # sigmoid gates instead of the softmax
     values: Tensor | None = None  # (B, T, n, d)
     logits: Tensor | None = None  # (B, T, n, n_sites): each stacked source against every site
     recent: list[Tensor] = field(default_factory=list)
     recent_logits: list[Tensor] = field(default_factory=list)  # (B, T, n_sites) each
     group: tuple[int, Tensor, Tensor, Tensor] | None = None  # start, weights, lse, out
 
+    @property
+    def kind(self) -> str:
+        return "dwa" if self.sigmoid else "depth"  # as depth_mixing's gates name them
+
     def append(self, y: Tensor) -> None:
+        logits = source_logits(y, self.queries, self.eps)
+        if self.hidden is not None:
+            index = len(self.recent) + (0 if self.values is None else self.values.shape[-2])
+            logits = logits.masked_fill(self.hidden[index], float("-inf"))
         self.recent.append(y)
-        self.recent_logits.append(source_logits(y, self.queries, self.eps))
+        self.recent_logits.append(logits)
 
     def sources(self) -> list[Tensor]:
         stacked = [] if self.values is None else list(self.values.unbind(-2))
@@ -164,7 +194,7 @@ class StackedSources:
             self._fold()
             assert self.values is not None and self.logits is not None
             lg = self.logits[..., site : self.schedule.end(site)].transpose(-1, -2)  # (B,T,G,n)
-            weights = torch.softmax(lg, dim=-1)
+            weights = torch.sigmoid(lg) if self.sigmoid else torch.softmax(lg, dim=-1)
             self.group = (site, weights, lg.logsumexp(-1), weights @ self.values)
         start, weights, lse, out = self.group
         i = site - start
@@ -178,12 +208,20 @@ class StackedSources:
         logits = [lse1, *(lg[..., site] for lg in self.recent_logits)]
         if extra is not None:
             values.append(extra)
-            logits.append(unit_rms(extra, self.eps) @ self.queries[site])
+            logits.append(source_logits(extra, self.queries[site : site + 1], self.eps)[..., 0])
         if len(values) == 1:  # the group's first site: phase 1 is the whole answer
             return out1, lambda: w1
-        parts = torch.softmax(torch.stack(logits, dim=-1), dim=-1)  # (B, T, 1 + r)
+        parts = merge_gates(torch.stack(logits, dim=-1), self.sigmoid)  # (B, T, 1 + r)
         out = (parts[..., None, :] @ torch.stack(values, dim=-2)).squeeze(-2)
         return out, lambda: merged_weights(w1, parts)
+
+
+def merge_gates(logits: Tensor, sigmoid: bool) -> Tensor:
+    """Phase 2's weights from phase 1's log-sum-exp and the later sources' logits, (B, T, 1 + r):
+    a softmax over them, or with sigmoid gates phase 1's sum once and each later source's gate."""
+    if not sigmoid:
+        return torch.softmax(logits, dim=-1)
+    return torch.cat((torch.ones_like(logits[..., :1]), torch.sigmoid(logits[..., 1:])), dim=-1)
 
 
 def mix(sources: Sources, site: int, extra: Tensor | None = None) -> Tensor:

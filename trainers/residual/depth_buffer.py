@@ -22,6 +22,13 @@ source i has arrived. ``_Push`` of source 0 runs last: it returns the queries' w
 and resets the buffers, so ``retain_graph`` and a second backward stay exact; a partial
 backward (gradients of an intermediate tensor) is not supported. ``StackedSources`` is the
 plain-autograd twin the tests hold this one to.
+
+Raw keys (``eps`` None) store 1/rms as ones and drop the rms term of the key gradient; a window
+stores the logits outside it as -inf (``Store.hidden``), which every gate turns into weight zero
+and whose gradient stays zero. The one product that would meet them, the rms term's
+``glg . lg``, reads them as 0 (0 * -inf is NaN). Sigmoid gates (``Store.sigmoid``) weigh each
+source on its own: phase 1 carries no log-sum-exp (its output counts once in the merge), and each
+logit's gradient is c (1 - c) dx.v instead of the softmax's c (dx.v - dx.x).
 """
 
 from __future__ import annotations
@@ -36,6 +43,7 @@ from torch.autograd.function import FunctionCtx, once_differentiable
 from trainers.residual.depth_attention import (
     Schedule,
     Weights,
+    merge_gates,
     merged_weights,
 )
 
@@ -43,10 +51,14 @@ from trainers.residual.depth_attention import (
 @dataclass
 class Store:
     """One forward's sources; ``count`` of ``capacity`` slots are written. ``queries`` are the
-    folded queries, detached: their gradient leaves through source 0's ``_Push``."""
+    folded queries, detached: their gradient leaves through source 0's ``_Push``. ``eps`` None
+    means raw keys; ``hidden`` (capacity, n_sites) marks the logits outside a window; ``sigmoid``
+    gates each source on its own instead of the softmax."""
 
     queries: Tensor  # (n_sites, d)
-    eps: float
+    eps: float | None
+    hidden: Tensor | None
+    sigmoid: bool
     values: Tensor  # (B, T, capacity, d)
     logits: Tensor  # (B, T, capacity, n_sites), at least float32
     rinv: Tensor  # (B, T, capacity): 1 / rms of each source, for the key gradient
@@ -56,7 +68,14 @@ class Store:
     grad_query_rows: Tensor | None = None  # (n_sites, d): from extra sources' logits
 
     @staticmethod
-    def like(first: Tensor, queries: Tensor, eps: float, capacity: int) -> Store:
+    def like(
+        first: Tensor,
+        queries: Tensor,
+        eps: float | None,
+        capacity: int,
+        hidden: Tensor | None,
+        sigmoid: bool,
+    ) -> Store:
         dtype = first.dtype
         if torch.is_autocast_enabled(first.device.type):  # store what the products will read
             dtype = torch.get_autocast_dtype(first.device.type)
@@ -65,6 +84,8 @@ class Store:
         return Store(
             queries=queries.detach().to(exact),
             eps=eps,
+            hidden=hidden,
+            sigmoid=sigmoid,
             values=first.new_empty((b, t, capacity, d), dtype=dtype),
             logits=first.new_empty((b, t, capacity, queries.shape[0]), dtype=exact),
             rinv=first.new_empty((b, t, capacity), dtype=exact),
@@ -92,17 +113,28 @@ def _no_autocast(device: torch.device) -> Any:
     return torch.autocast(device.type, enabled=False)
 
 
-def _rinv(v: Tensor, eps: float) -> Tensor:
-    """1 / rms(v) over the last dimension, as ``F.rms_norm`` computes it."""
+def _rinv(v: Tensor, eps: float | None) -> Tensor:
+    """1 / rms(v) over the last dimension, as ``F.rms_norm`` computes it; ones for raw keys."""
+    if eps is None:
+        return v.new_ones(v.shape[:-1])
     return torch.rsqrt(torch.linalg.vecdot(v, v) / v.shape[-1] + eps)
 
 
-def _key_grad(v: Tensor, glg: Tensor, queries: Tensor, lg: Tensor, rinv: Tensor) -> Tensor:
+def _key_grad(v: Tensor, glg: Tensor, queries: Tensor, lg: Tensor | None, rinv: Tensor) -> Tensor:
     """d/dv of sum_s glg_s lg_s, for the logits lg_s = (v . q_s) rinv(v) of a source v (B, T, d)
-    at k sites (queries (k, d); glg and lg (B, T, k)); d rinv / dv = -rinv^3 v / d."""
+    at k sites (queries (k, d); glg and lg (B, T, k), lg finite); d rinv / dv = -rinv^3 v / d.
+    ``lg`` None: raw keys, rinv = 1 and no rms term."""
     gv = (glg @ queries) * rinv[..., None]
+    if lg is None:
+        return gv
     coef = torch.linalg.vecdot(glg, lg) * rinv.square() / v.shape[-1]
     return gv.sub_(v.to(gv.dtype) * coef[..., None])
+
+
+def _logit_grad(c: Tensor, dv: Tensor, dxx: Tensor | None) -> Tensor:
+    """The logits' gradient for weights c of sources whose dx . v is dv: the softmax's
+    c (dv - dx . x), or, for sigmoid gates (``dxx`` None), c (1 - c) dv."""
+    return c * (1 - c) * dv if dxx is None else c * (dv - dxx)
 
 
 def _extra_logit(store: Store, site: int, extra: Tensor) -> tuple[Tensor, Tensor, Tensor]:
@@ -120,7 +152,8 @@ def _extra_key_grad(
     query row gets its share in ``grad_query_rows``."""
     assert store.grad_query_rows is not None
     store.grad_query_rows[site].addmv_(e.flatten(0, -2).T, (dl * rinv).flatten())
-    return _key_grad(e, dl[..., None], store.queries[site : site + 1], lg[..., None], rinv)
+    rms = None if store.eps is None else lg[..., None]
+    return _key_grad(e, dl[..., None], store.queries[site : site + 1], rms, rinv)
 
 
 class _Push(torch.autograd.Function):
@@ -139,6 +172,8 @@ class _Push(torch.autograd.Function):
             rinv = _rinv(yq, store.eps)
             store.rinv[:, :, i] = rinv
             torch.mul(yq @ store.queries.T, rinv[..., None], out=store.logits[:, :, i])
+            if store.hidden is not None:
+                store.logits[:, :, i].masked_fill_(store.hidden[i], float("-inf"))
         store.count += 1
         ctx.store, ctx.index = store, i  # type: ignore[attr-defined]
         return token.new_zeros(())
@@ -150,7 +185,12 @@ class _Push(torch.autograd.Function):
         y = store.values[:, :, i]  # saving y would keep a second copy alive
         grad_values, grad_logits = store.grads()
         with _no_autocast(y.device):
-            glg, lg, rinv = grad_logits[:, :, i], store.logits[:, :, i], store.rinv[:, :, i]
+            glg, rinv = grad_logits[:, :, i], store.rinv[:, :, i]
+            lg = None  # raw keys: no rms term
+            if store.eps is not None:
+                lg = store.logits[:, :, i]
+                if store.hidden is not None:  # finite for glg . lg; their glg is 0
+                    lg = lg.masked_fill(store.hidden[i], 0.0)
             gy = _key_grad(y, glg, store.queries, lg, rinv)
             gy += grad_values[:, :, i]
             gq = None
@@ -175,15 +215,19 @@ def _accumulate_outer(grad_values: Tensor, n: int, w: Tensor, dout: Tensor) -> N
 class _GroupMix(torch.autograd.Function):
     """Sites [start, end) over the first n sources: one output (B, T, d) and one log-sum-exp
     (B, T) per site (separate tensors, so each site's gradient arrives alone instead of
-    being scattered into a zeroed stack), then the weights (B, T, G, n)."""
+    being scattered into a zeroed stack; zeros with sigmoid gates, which have none), then the
+    weights (B, T, G, n)."""
 
     @staticmethod
     def forward(ctx: FunctionCtx, token: Tensor, store: Store, start: int, end: int) -> Any:
         n = store.count
         with _no_autocast(store.values.device):
             lg = store.logits[:, :, :n, start:end].transpose(-1, -2)  # (B, T, G, n)
-            lse = lg.logsumexp(-1)
-            w = (lg - lse[..., None]).exp_()
+            if store.sigmoid:
+                lse, w = lg.new_zeros(lg.shape[:-1]), torch.sigmoid(lg)
+            else:
+                lse = lg.logsumexp(-1)
+                w = (lg - lse[..., None]).exp_()
             out = w.to(store.values.dtype) @ store.values[:, :, :n]  # (B, T, G, d)
         ctx.save_for_backward(w)
         ctx.store, ctx.span = store, (start, end, n)  # type: ignore[attr-defined]
@@ -202,15 +246,20 @@ class _GroupMix(torch.autograd.Function):
             values = store.values[:, :, :n]
             _accumulate_outer(grad_values, n, w.to(dout.dtype), dout)
             da = (dout @ values.mT).to(w.dtype)  # (B, T, G, n)
-            da += (dlse - (w * da).sum(-1)).unsqueeze(-1)
-            grad_logits[:, :, :n, start:end] += (w * da).transpose(-1, -2)
+            if store.sigmoid:
+                dl = _logit_grad(w, da, None)
+            else:
+                da += (dlse - (w * da).sum(-1)).unsqueeze(-1)
+                dl = w * da
+            grad_logits[:, :, :n, start:end] += dl.transpose(-1, -2)
         return torch.zeros((), device=w.device), None, None, None
 
 
 class _SiteMix(torch.autograd.Function):
     """Merges phase 1's (out1, lse1) for ``site`` with the sources written since phase 1 (slots
     [n, m)) and an optional ``extra`` source that is not stored (its logit is computed here):
-    x (B, T, d) and the merge weights (B, T, 1 + r [+ 1]), the stacked share first."""
+    x (B, T, d) and the merge weights (B, T, 1 + r [+ 1]), the stacked share first (one with
+    sigmoid gates, where lse1 is not read)."""
 
     @staticmethod
     def forward(
@@ -230,7 +279,7 @@ class _SiteMix(torch.autograd.Function):
             if extra is not None:
                 _, rinv, lg = _extra_logit(store, site, extra)
                 parts.append(lg[..., None])
-            c = torch.cat(parts, -1).softmax(-1)  # (B, T, 1 + r [+ 1])
+            c = merge_gates(torch.cat(parts, -1), store.sigmoid)  # (B, T, 1 + r [+ 1])
             cv = c.to(out1.dtype)
             x = out1 * cv[..., :1]
             if m > n:
@@ -254,21 +303,26 @@ class _SiteMix(torch.autograd.Function):
         with _no_autocast(dx.device):
             cv = c.to(dx.dtype)
             # Softmax backward, dl_i = c_i (dx.v_i - dx.x), with the stacked part's c0 (dx.out1)
-            # written as dx.x minus the other sources' terms.
-            dxx = torch.linalg.vecdot(dx, x).to(c.dtype)
-            dl0 = (1 - c[..., 0]) * dxx
+            # written as dx.x minus the other sources' terms. Sigmoid gates: no lse1 to reach.
+            dxx = dl0 = None
+            if not store.sigmoid:
+                dxx = torch.linalg.vecdot(dx, x).to(c.dtype)
+                dl0 = (1 - c[..., 0]) * dxx
             if r:
                 recent = store.values[:, :, n:m]  # (B, T, r, d)
                 dcr = torch.linalg.vecdot(recent, dx[..., None, :]).to(c.dtype)
-                dl0 -= torch.linalg.vecdot(c[..., 1 : 1 + r], dcr)
-                grad_logits[:, :, n:m, site] += c[..., 1 : 1 + r] * (dcr - dxx[..., None])
+                if dl0 is not None:
+                    dl0 -= torch.linalg.vecdot(c[..., 1 : 1 + r], dcr)
+                dxr = None if dxx is None else dxx[..., None]
+                grad_logits[:, :, n:m, site] += _logit_grad(c[..., 1 : 1 + r], dcr, dxr)
                 grad_values[:, :, n:m].addcmul_(cv[..., 1 : 1 + r, None], dx[..., None, :])
             dextra = None
             if extra is not None:
                 ce = c[..., -1]
                 dce = torch.linalg.vecdot(dx, extra).to(c.dtype)
-                dl0 -= ce * dce
-                dle = ce * (dce - dxx)
+                if dl0 is not None:
+                    dl0 -= ce * dce
+                dle = _logit_grad(ce, dce, dxx)
                 dkey = _extra_key_grad(store, site, extra.to(c.dtype), dle, rinv, lg)
                 dextra = dkey.to(dx.dtype).addcmul_(dx, cv[..., -1:])  # the key's, the value's
             dout1 = dx * cv[..., :1]
@@ -327,12 +381,21 @@ class _PairMix(torch.autograd.Function):
 
 class BufferedSources:
     """``StackedSources``'s interface and function over a ``Store``; ``capacity`` is the number
-    of sources one forward appends."""
+    of sources one forward appends; ``eps`` None means raw keys, ``hidden`` a window
+    (``depth_attention.window_hidden``), ``sigmoid`` sigmoid gates."""
 
-    kind = "depth"
-
-    def __init__(self, eps: float, queries: Tensor, schedule: Schedule, capacity: int) -> None:
+    def __init__(
+        self,
+        eps: float | None,
+        queries: Tensor,
+        schedule: Schedule,
+        capacity: int,
+        hidden: Tensor | None = None,
+        sigmoid: bool = False,
+    ) -> None:
         self.eps, self.queries, self.schedule, self.capacity = eps, queries, schedule, capacity
+        self.hidden, self.sigmoid = hidden, sigmoid
+        self.kind = "dwa" if sigmoid else "depth"  # as depth_mixing's gates name them
         self.store: Store | None = None
         self.token: Tensor | None = None
         # start, n, then each site's output and log-sum-exp, and the weights
@@ -341,7 +404,9 @@ class BufferedSources:
     def append(self, y: Tensor) -> None:
         queries = None
         if self.store is None:
-            self.store = Store.like(y, self.queries, self.eps, self.capacity)
+            self.store = Store.like(
+                y, self.queries, self.eps, self.capacity, self.hidden, self.sigmoid
+            )
             self.token = y.new_zeros(())
             queries = self.queries  # source 0 carries the queries' gradient
         if self.store.count == self.capacity:
@@ -367,7 +432,7 @@ class BufferedSources:
         if store.count == n and extra is None:  # nothing since phase 1: its answer stands
             # A copy: the branch keeps its input alive, and a view would keep the whole group's.
             return out1.clone(), lambda: w1
-        if store.count == n:  # assert extra is not None: Block AttnRes's usual site
+        if store.count == n and not self.sigmoid:  # extra only: Block AttnRes's usual site
             x, ce = _PairMix.apply(self.token, out1, lse1, extra, store, site)
             return x, lambda: merged_weights(w1, torch.stack((1 - ce, ce), -1))
         x, c = _SiteMix.apply(self.token, out1, lse1, extra, store, site, n)

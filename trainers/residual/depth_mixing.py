@@ -9,9 +9,11 @@ At site j, over the sources v_0..v_{S-1} it may read (all, or the embedding plus
     x_j[h]    = sum_i a_{j,h,i} v_i[h]   (v_i[h]: the d/H channels of group h)
 
 With every switch at its default this is exactly ``depth_attention``'s function, which the
-buffered two-phase path computes without restacking; the model takes this path only when a switch
-is set (``AttnResStream``). It is plain autograd: every source is stacked at every site, O(S)
-copies per site, about the buffered path's speed at the depths a CPU trains (docs/variants.md).
+buffered two-phase path computes without restacking; that path also serves raw keys, a window
+and sigmoid gates (``DepthMixer.buffered`` says where), and the model takes this one for the
+other switches
+(``AttnResStream``). It is plain autograd: every source is stacked at every site, O(S) copies per
+site, about the buffered path's speed at the depths a CPU trains (docs/variants.md).
 
 Each switch is one small strategy chosen in ``DepthMixer.__init__``; the choices the paper
 leaves open are documented where they are made (and in docs/variants.md).
@@ -60,7 +62,7 @@ class RMSKeys:
     paper's key norm)."""
 
     def __init__(self, shape: Shape) -> None:
-        self.eps = shape.eps
+        self.eps: float = shape.eps
 
     @staticmethod
     def initial(shape: Shape) -> dict[str, Tensor]:
@@ -70,15 +72,16 @@ class RMSKeys:
         y = y.to(torch.promote_types(y.dtype, torch.float32))  # at least float32 under autocast
         return torch.rsqrt(y.square().mean(-1) + self.eps)
 
-    def fold(self, p: SiteParameters, site: int, q: Tensor) -> Tensor:  # (..., d)
+    def fold(self, p: SiteParameters, site: int | slice, q: Tensor) -> Tensor:  # (..., d)
         return q * p.param("key_norm_weights")[site]
 
 
 class RawKeys:
-    """k_i = v_i: Table 4's "without key RMSNorm"; no parameters."""
+    """k_i = v_i: Table 4's "without key RMSNorm"; no parameters. ``eps`` None tells the
+    buffered path so."""
 
     def __init__(self, shape: Shape) -> None:
-        pass
+        self.eps: float | None = None
 
     @staticmethod
     def initial(shape: Shape) -> dict[str, Tensor]:
@@ -87,7 +90,7 @@ class RawKeys:
     def scale(self, y: Tensor) -> Tensor | None:
         return None
 
-    def fold(self, p: SiteParameters, site: int, q: Tensor) -> Tensor:
+    def fold(self, p: SiteParameters, site: int | slice, q: Tensor) -> Tensor:
         return q
 
 
@@ -330,6 +333,31 @@ class DepthMixer(SiteParameters):
     def dynamic_parameters(self) -> list[nn.Parameter]:
         """The input-dependent query's own parameters (``attnres_query_lr`` scales their lr)."""
         return [p for name, p in self.named_parameters() if name in DYNAMIC_QUERY]
+
+    @property
+    def buffered(self) -> bool:
+        """Whether the two-phase paths (``depth_attention``, ``depth_buffer``) compute this
+        mixer's function, the one rule the stream follows. They need a static query (a source's
+        logits against every site are one product when it arrives) and one group; any key norm
+        (raw keys: 1/rms is one), window (a fixed mask of the logits) or gate (``sigmoid``) they
+        serve. The input-dependent query and scalar logits have no static query; H > 1 groups
+        would be static too, but the two-phase kernels are written for one: they stay here."""
+        return isinstance(self.score, StaticQuery) and self.heads == 1
+
+    @property
+    def sigmoid(self) -> bool:
+        """Whether the gate is the sigmoid (free weights) rather than the softmax."""
+        return isinstance(self.gate, Sigmoid)
+
+    @property
+    def key_eps(self) -> float | None:
+        """The buffered path's key norm: RMSNorm's epsilon, or None for raw keys."""
+        return self.score.keys.eps
+
+    def folded(self) -> Tensor:
+        """(n_sites, d): each site's static query with its key gain folded in, if any (the
+        buffered path's queries; ``buffered`` only)."""
+        return self.score.keys.fold(self, slice(None), self.param("queries"))
 
     def key_scale(self, y: Tensor) -> Tensor | None:
         """What a new source's key needs, computed once: (B, T), or None for raw keys."""
