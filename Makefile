@@ -55,7 +55,8 @@ bench-scale: setup
 	$(BIN)/python -m benchmarks.sweep_scale
 
 # The results gallery, docs/results/: each study's sweep (kept in ./gallery, so a settled one is
-# only reported again) and its Markdown report; about half an hour on 2 cores for all three.
+# only reported again) and its Markdown report; about 2 hours on 2 cores for all five (the
+# Table 4 ablation, 21 arms x 3 seeds, takes about an hour of it).
 results: setup
 	$(BIN)/python -m benchmarks.gallery
 
