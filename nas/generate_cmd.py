@@ -2,14 +2,17 @@
 
 A trial is found by what it left on disk: a ``nas train`` output folder (``config.yaml`` and
 ``model.pt``) or its ``model.pt``, or a Lightning checkpoint (a sweep trial's ``last.ckpt``,
-which carries its configuration as hyperparameters, or the checkpoint folder holding it).
-Every file loads with ``torch.load(..., weights_only=True)``. Text is byte-level, as the byte
+which carries its configuration as hyperparameters, or the checkpoint folder holding it); or by
+a sweep trial's MLflow run id, whose newest checkpoint is found on the sweep's storage as a
+resumed trial finds it (``nas.checkpoints``). Every file loads with
+``torch.load(..., weights_only=True)``. Text is byte-level, as the byte
 corpora (``stdlib``, ``text``) train it: the prompt's UTF-8 bytes in, bytes out.
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -18,6 +21,7 @@ from nas.checkpoints import CKPT_NAME
 
 MODEL_NAME, CONFIG_NAME = "model.pt", "config.yaml"  # what nas train writes (trainers.outputs)
 BYTE_SOURCES = ("stdlib", "text")  # the corpora whose tokens are bytes
+RUN_ID = re.compile(r"[0-9a-f]{32}")  # MLflow's run ids
 
 
 def add_generate_parser(sub: Any) -> None:
@@ -31,8 +35,13 @@ def add_generate_parser(sub: Any) -> None:
     p.add_argument(
         "trial",
         metavar="RUN_OR_CHECKPOINT",
-        help=f"a nas train output folder ({CONFIG_NAME} and {MODEL_NAME}), its {MODEL_NAME}, or "
-        f"a Lightning checkpoint (a sweep trial's {CKPT_NAME}, or the folder holding it)",
+        help=f"a nas train output folder ({CONFIG_NAME} and {MODEL_NAME}), its {MODEL_NAME}, "
+        f"a Lightning checkpoint (a sweep trial's {CKPT_NAME}, or the folder holding it), or a "
+        "sweep trial's MLflow run id (its newest checkpoint on the sweep's storage)",
+    )
+    p.add_argument(
+        "--tracking-uri",
+        help="MLflow store of a run id (default: MLFLOW_TRACKING_URI or ./mlflow.db)",
     )
     p.add_argument("--prompt", required=True, help="the text to continue (UTF-8)")
     p.add_argument("--tokens", type=int, required=True, help="how many tokens (bytes) to sample")
@@ -47,7 +56,7 @@ def add_generate_parser(sub: Any) -> None:
 
 def run_generate(args: argparse.Namespace) -> int:
     _check_sampling(args)
-    cfg, weights = load_trial(Path(args.trial))
+    cfg, weights = load_trial(_trial_path(args.trial, args.tracking_uri))
     prompt = list(args.prompt.encode())
     from trainers.decoding import check_length
 
@@ -90,6 +99,46 @@ def _continue(cfg: Any, weights: dict[str, Any], prompt: list[int], args: Any) -
     gen = torch.Generator(device=device).manual_seed(args.seed)
     out = generate(model, idx, args.tokens, args.temperature, args.top_k, gen)
     return bytes(out[0].tolist()).decode("utf-8", errors="replace")
+
+
+def _trial_path(trial: str, tracking_uri: str | None) -> Path:
+    """The path named, or, for what is no path but looks like an MLflow run id, that trial's
+    newest checkpoint that loads."""
+    if Path(trial).exists() or not RUN_ID.fullmatch(trial):
+        return Path(trial)
+    from record.uri import resolve_tracking_uri
+
+    candidates = trial_checkpoints(resolve_tracking_uri(tracking_uri), trial)
+    for path in candidates:
+        try:
+            _load(path)
+        except ValueError:  # a kill can leave the newest truncated
+            continue
+        return path
+    raise ValueError(
+        f"run {trial}: none of its checkpoints loads ({', '.join(map(str, candidates))})"
+    )
+
+
+def trial_checkpoints(uri: str, run_id: str) -> list[Path]:
+    """The sweep trial ``run_id``'s newest checkpoints, highest step first: its trial key on its
+    parent's storage folder (the parent's sweep key); ValueError, one line, when there are none."""
+    from nas.checkpoints import latest_checkpoints
+    from record.read import load_run
+    from record.schema import Tag
+
+    tags = load_run(uri, run_id, "nas generate").tags
+    key, parent = tags.get(Tag.TRIAL_KEY), tags.get(Tag.PARENT)
+    if not key or not parent:
+        raise ValueError(f"run {run_id}: not a sweep trial; give a checkpoint or nas train folder")
+    folder = Path(load_run(uri, parent, "nas generate").tags.get(Tag.SWEEP_KEY, ""))
+    found = latest_checkpoints(folder).get(key, [])
+    if not found:
+        raise ValueError(
+            f"run {run_id}: no checkpoint of its trial under {folder} (moved, or the trial never "
+            "reached a validation)"
+        )
+    return found
 
 
 def load_trial(target: Path) -> tuple[Any, dict[str, Any]]:

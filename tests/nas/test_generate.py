@@ -3,6 +3,7 @@ folder or its Lightning checkpoint, and one clear line for every bad input."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import lightning as L
@@ -91,6 +92,38 @@ def test_every_way_to_name_the_trial_gives_the_same_text(
     code, out, err = _generate(capsys, str(trained / which), *common)
     assert code == 0, err
     assert out == expected
+
+
+def test_a_sweep_trial_is_found_by_its_run_id(
+    trained: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A trial's MLflow run id (a real SQLite store written as a sweep writes it) leads to its
+    newest checkpoint that loads on its sweep's storage: the parent's sweep key, the trial key
+    (a newer, truncated one passed over)."""
+    from nas.checkpoints import write_mark
+    from nas.tracking import TrialRun, open_sweep
+    from record.schema import Status
+
+    folder = tmp_path / "storage" / "gen"
+    for step in (6, 9):
+        ckpt = folder / "tune-0001-abcd" / "trial_0" / f"checkpoint_{step:06d}"
+        ckpt.mkdir(parents=True)
+        shutil.copy(trained / "checkpoint" / "last.ckpt", ckpt / "last.ckpt")
+        write_mark(ckpt, "k1", step)
+    (ckpt / "last.ckpt").write_bytes(b"truncated")  # step 9's, as a kill leaves it
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    record = open_sweep(uri, "gen", str(folder), {}, {})
+    trial = TrialRun(record, "k1", {}, {})
+    trial.end(Status.FINISHED)
+    common = ["--prompt", "class ", "--tokens", "10", "--temperature", "0"]
+    code, expected, err = _generate(capsys, str(trained / "checkpoint"), *common)
+    assert code == 0, err
+    code, out, err = _generate(capsys, trial.run_id, "--tracking-uri", uri, *common)
+    assert code == 0, err
+    assert out == expected
+    missing = "0" * 32
+    code, out, err = _generate(capsys, missing, "--tracking-uri", uri, *common)
+    assert code == 2 and "no such run" in err and err.count("\n") == 1
 
 
 BAD = [
