@@ -19,6 +19,8 @@ def check_length(prompt: int, tokens: int, seq_len: int) -> None:
         raise ValueError("the prompt is empty; give at least one token")
     if tokens < 1:
         raise ValueError(f"tokens: {tokens}; generate at least 1")
+    if prompt > seq_len:
+        raise ValueError(f"the prompt's {prompt} tokens exceed model.seq_len={seq_len}")
     if prompt + tokens - 1 > seq_len:
         raise ValueError(
             f"a prompt of {prompt} tokens and {tokens} new ones need {prompt + tokens - 1} "

@@ -129,7 +129,10 @@ def test_a_sweep_trial_is_found_by_its_run_id(
 BAD = [
     (["missing-folder", "--prompt", "a", "--tokens", "3"], "no such file or folder"),
     (["run", "--prompt", "a", "--tokens", "0"], "--tokens 0"),
-    (["run", "--prompt", "x" * (SEQ_LEN + 1), "--tokens", "1"], "model.seq_len=32"),
+    (
+        ["run", "--prompt", "x" * (SEQ_LEN + 1), "--tokens", "1"],
+        "prompt's 33 tokens exceed model.seq_len=32",
+    ),
     (["run", "--prompt", "x" * 30, "--tokens", "4"], "at most 3 new tokens"),
     (["run", "--prompt", "a", "--tokens", "3", "--temperature", "-1"], "--temperature"),
     (["run", "--prompt", "a", "--tokens", "3", "--top-k", "0"], "--top-k"),

@@ -193,6 +193,8 @@ def test_generate_refuses_what_does_not_fit() -> None:
     with pytest.raises(ValueError, match="at most 9 new tokens"):
         generate(model, prompt, 10)
     assert generate(model, prompt, 9).shape == (1, 13)
+    with pytest.raises(ValueError, match="prompt's 13 tokens exceed model.seq_len=12"):
+        generate(model, torch.zeros(1, 13, dtype=torch.long), 1)
 
 
 def test_sample_top_k_keeps_only_the_k_largest() -> None:
