@@ -177,7 +177,7 @@ class DeepTransformer(nn.Module):
     def _attached(self, cache: KVCache) -> Iterator[None]:
         """Each block's attention reads and extends its layer's cache inside the ``with``;
         detached after, whatever happens, so a later forward sees no cache."""
-        attentions = [block.attn.layer for block in self.blocks]
+        attentions = [m for m in self.blocks.modules() if isinstance(m, Attention)]  # in order
         try:
             for attention, layer in zip(attentions, cache.layers, strict=True):
                 attention.cache = layer

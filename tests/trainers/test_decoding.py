@@ -16,6 +16,7 @@ import torch
 from tests.trainers.conftest import tiny
 from trainers.config import VALID_PLACEMENTS
 from trainers.decoding import generate, sample
+from trainers.layers import Attention
 from trainers.model import DeepTransformer
 
 TOL = 1e-10
@@ -148,7 +149,7 @@ def test_decoding_past_seq_len_is_refused_and_keeps_the_cache() -> None:
         with pytest.raises(ValueError, match="sequence length 13 exceeds model.seq_len=12"):
             model.decode_step(torch.zeros(1, 1, dtype=torch.long), cache)
     assert cache.length == 12
-    assert all(block.attn.layer.cache is None for block in model.blocks)
+    assert all(m.cache is None for m in model.modules() if isinstance(m, Attention))
 
 
 def test_a_full_forward_after_decoding_uses_no_cache() -> None:
