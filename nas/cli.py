@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from nas.coordcheck_cmd import add_coordcheck_parser
 from nas.diff_cmd import add_diff_parser
 from nas.exits import Exit
+from nas.generate_cmd import add_generate_parser
 from nas.report_cmd import add_report_parser
 from nas.spaces_cmd import add_spaces_parser
 from nas.sweep_cmd import add_sweep_parser
@@ -44,6 +45,7 @@ def build_parser() -> Parser:
     add_diff_parser(sub)
     add_ui_parser(sub)
     add_coordcheck_parser(sub)
+    add_generate_parser(sub)
     return parser
 
 

@@ -13,6 +13,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from trainers.config import ModelConfig
+from trainers.kv_cache import LayerCache
 from trainers.parametrization import attention_scale
 
 
@@ -30,18 +31,39 @@ class Rotary(nn.Module):
         self.register_buffer("cos", angles.cos().float(), persistent=False)
         self.register_buffer("sin", angles.sin().float(), persistent=False)
 
-    def forward(self, x: Tensor) -> Tensor:  # x: (B, nh, T, hd)
+    def forward(self, x: Tensor, start: int = 0) -> Tensor:  # x: (B, nh, T, hd)
+        """Rotates ``x`` as positions ``start``, ``start + 1``, ...: a decoded token's absolute
+        position, so that its key and the cached ones meet at the angles a full forward gives."""
         t = x.shape[-2]
-        cos, sin = self.cos[:t].to(x.dtype), self.sin[:t].to(x.dtype)
+        cos, sin = self.cos[start : start + t].to(x.dtype), self.sin[start : start + t].to(x.dtype)
         x1, x2 = x.chunk(2, dim=-1)
         return torch.cat((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1)
+
+
+def causal_mask(t: int, start: int, device: torch.device) -> tuple[Tensor | None, bool]:
+    """SDPA's mask for ``t`` queries at positions ``start``.. over ``start + t`` keys, as
+    (``attn_mask``, ``is_causal``). ``is_causal`` aligns its triangle top-left, which is right
+    only without cached keys; one new query reads every key; a chunk after cached keys gets the
+    bottom-right triangle spelled out."""
+    if start == 0:
+        return None, True
+    if t == 1:
+        return None, False
+    keys = torch.arange(start + t, device=device)
+    return keys[None, :] <= keys[start:, None], False
 
 
 class Attention(nn.Module):
     """Causal multi-head self-attention through ``scaled_dot_product_attention``.
 
     ``values`` is the attention variant's slot (``trainers.attention``): the per-head values pass
-    through it before the weighted sum (``nn.Identity`` for standard attention)."""
+    through it before the weighted sum (``nn.Identity`` for standard attention).
+
+    ``cache`` is set only while the model decodes (``DeepTransformer.decode_step``): the new
+    positions' keys and values join the cached ones and the queries read them all; otherwise
+    (training, a full forward) it is None and nothing else changes."""
+
+    cache: LayerCache | None
 
     def __init__(self, cfg: ModelConfig, values: nn.Module | None = None) -> None:
         super().__init__()
@@ -54,6 +76,7 @@ class Attention(nn.Module):
         self.values = nn.Identity() if values is None else values
         # muP's 1/d_head (None: SDPA's own 1/sqrt(d_head), as under sp and at the base head size)
         self.scale = attention_scale(cfg)
+        self.cache = None
 
     def forward(self, x: Tensor, *kv: Tensor) -> Tensor:
         """Self-attention over ``x`` (B, T, d); given key and value inputs too, ``x`` is the
@@ -65,10 +88,16 @@ class Attention(nn.Module):
             q, k, v = self.qkv(x).view(b, t, 3, self.n_heads, d // self.n_heads).unbind(2)
         q, k, v = (z.transpose(1, 2) for z in (q, k, v))  # (B, nh, T, hd)
         v = self.values(v)
+        start = 0 if self.cache is None else self.cache.length
         if self.rotary is not None:
-            q, k = self.rotary(q), self.rotary(k)
+            q, k = self.rotary(q, start), self.rotary(k, start)
+        if self.cache is not None:
+            k, v = self.cache.append(k, v)  # (B, nh, start + T, hd)
         p = self.dropout if self.training else 0.0
-        y = F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=True, scale=self.scale)
+        mask, causal = causal_mask(t, start, q.device)
+        y = F.scaled_dot_product_attention(
+            q, k, v, attn_mask=mask, dropout_p=p, is_causal=causal, scale=self.scale
+        )
         return self.proj(y.transpose(1, 2).reshape(b, t, d))
 
     def _project_each(self, xq: Tensor, xk: Tensor, xv: Tensor) -> tuple[Tensor, ...]:

@@ -8,13 +8,15 @@ in ``__init__`` so that ``forward`` does not branch on the variant.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from torch import Tensor, nn
 
 from trainers.attention import ATTENTIONS, LayerMemory
 from trainers.config import ModelConfig
+from trainers.kv_cache import KVCache
 from trainers.layers import MLP, Attention
 from trainers.norms import NORM_SCALINGS, build_norm
 from trainers.parametrization import (
@@ -136,21 +138,53 @@ class DeepTransformer(nn.Module):
         self.logit_multiplier = logit_multiplier(cfg)  # muP's 1/m_w on the head's input
         init_weights(self, cfg)
 
-    def embed(self, idx: Tensor) -> Tensor:
-        t = idx.shape[1]
-        if t > self.cfg.seq_len:
-            raise ValueError(f"sequence length {t} exceeds model.seq_len={self.cfg.seq_len}")
+    def embed(self, idx: Tensor, start: int = 0) -> Tensor:
+        """Token embeddings of ``idx`` (B, T) at positions ``start``.. (learned positions)."""
+        end = start + idx.shape[1]
+        if end > self.cfg.seq_len:
+            raise ValueError(f"sequence length {end} exceeds model.seq_len={self.cfg.seq_len}")
         x = self.tok_emb(idx)
         if self.pos_emb is not None:
-            x = x + self.pos_emb.weight[:t]
+            x = x + self.pos_emb.weight[start:end]
         return self.drop(x)
 
     def forward(self, idx: Tensor) -> Tensor:
-        state = self.stream.begin(self.embed(idx))
+        return self._logits(self.embed(idx))
+
+    def _logits(self, emb: Tensor) -> Tensor:
+        state = self.stream.begin(emb)
         for i, block in enumerate(self.blocks):
             state = self.stream.after_block(block(state), i)
         h = self.final_norm(self.stream.finish(state))
         return self.head(h * self.logit_multiplier if self.logit_multiplier != 1.0 else h)
+
+    # ---- incremental decoding (trainers.kv_cache; sampling is trainers.decoding) ----------------
+
+    def prefill(self, idx: Tensor) -> tuple[Tensor, KVCache]:
+        """The prompt ``idx`` (B, T)'s logits (B, T, vocab) and a cache of its keys and values."""
+        return self.decode_step(idx, KVCache.empty(self.cfg.n_layers, self.cfg.seq_len))
+
+    def decode_step(self, idx: Tensor, cache: KVCache) -> tuple[Tensor, KVCache]:
+        """The logits (B, t, vocab) of ``t`` new tokens ``idx`` (B, t) following the cached
+        positions, exactly as a full forward over all of them gives at those positions; their
+        keys and values join ``cache`` (changed in place and returned). A sequence longer than
+        ``model.seq_len`` raises ValueError before the cache changes."""
+        emb = self.embed(idx, cache.length)
+        with self._attached(cache):
+            return self._logits(emb), cache
+
+    @contextmanager
+    def _attached(self, cache: KVCache) -> Iterator[None]:
+        """Each block's attention reads and extends its layer's cache inside the ``with``;
+        detached after, whatever happens, so a later forward sees no cache."""
+        attentions = [m for m in self.blocks.modules() if isinstance(m, Attention)]  # in order
+        try:
+            for attention, layer in zip(attentions, cache.layers, strict=True):
+                attention.cache = layer
+            yield
+        finally:
+            for attention in attentions:
+                attention.cache = None
 
 
 def init_weights(model: DeepTransformer, cfg: ModelConfig) -> None:

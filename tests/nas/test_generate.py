@@ -1,0 +1,153 @@
+"""``nas generate``: a continuation from a really trained tiny model, found by its ``nas train``
+folder or its Lightning checkpoint, and one clear line for every bad input."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import lightning as L
+import pytest
+
+from nas.cli import main
+from trainers.config_io import from_dict
+from trainers.outputs import save_run
+from trainers.run import train
+
+SEQ_LEN = 32
+
+
+class SaveAtEnd(L.Callback):
+    """The Lightning checkpoint a sweep trial leaves (``nas.lightning_hooks.save_marked``)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        trainer.save_checkpoint(self.path, weights_only=False)
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A `nas train`-style output folder of a Block AttnRes model trained 6 steps on the
+    default byte corpus, with a Lightning checkpoint of the same weights in it (last.ckpt)."""
+    root = tmp_path_factory.mktemp("generate")
+    cfg = from_dict(
+        {
+            "model": {
+                "d_model": 32,
+                "n_heads": 2,
+                "n_layers": 2,
+                "seq_len": SEQ_LEN,
+                "residual": "block_attnres",
+                "attnres_blocks": 3,
+            },
+            "train": {
+                "batch_size": 4,
+                "max_steps": 6,
+                "val_every": 3,
+                "val_batches": 1,
+                "warmup_steps": 2,
+                "diagnostics_every": 0,
+                "accelerator": "cpu",
+            },
+            "data": {"max_bytes": 1_000_000, "cache_dir": str(root / "cache")},
+        }
+    )
+    out = root / "run"
+    ckpt = root / "checkpoint" / "last.ckpt"
+    result, model = train(cfg, out, progress=False, callbacks=[SaveAtEnd(ckpt)])
+    assert result.status == "finished"
+    save_run(out, cfg, result, model)
+    return root
+
+
+def _generate(capsys: pytest.CaptureFixture[str], *words: str) -> tuple[int, str, str]:
+    code = main(["generate", *words])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_generate_prints_the_prompt_and_its_continuation(
+    trained: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """From the train folder: exit 0, the prompt then 20 bytes' text; the seed repeats it."""
+    words = [str(trained / "run"), "--prompt", "def ", "--tokens", "20", "--top-k", "8"]
+    code, out, err = _generate(capsys, *words, "--seed", "3")
+    assert code == 0, err
+    assert out.startswith("def ") and out.endswith("\n")
+    assert len(out[len("def ") : -1].encode("utf-8", errors="surrogateescape")) >= 1
+    assert _generate(capsys, *words, "--seed", "3")[1] == out
+
+
+@pytest.mark.parametrize("which", ["run/model.pt", "checkpoint/last.ckpt", "checkpoint"])
+def test_every_way_to_name_the_trial_gives_the_same_text(
+    trained: Path, which: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The model.pt, the Lightning checkpoint and its folder hold the same trained weights:
+    the same greedy continuation as the train folder's."""
+    common = ["--prompt", "import ", "--tokens", "12", "--temperature", "0"]
+    code, expected, err = _generate(capsys, str(trained / "run"), *common)
+    assert code == 0, err
+    code, out, err = _generate(capsys, str(trained / which), *common)
+    assert code == 0, err
+    assert out == expected
+
+
+def test_a_sweep_trial_is_found_by_its_run_id(
+    trained: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A trial's MLflow run id (a real SQLite store written as a sweep writes it) leads to its
+    newest checkpoint that loads on its sweep's storage: the parent's sweep key, the trial key
+    (a newer, truncated one passed over)."""
+    from nas.checkpoints import write_mark
+    from nas.tracking import TrialRun, open_sweep
+    from record.schema import Status
+
+    folder = tmp_path / "storage" / "gen"
+    for step in (6, 9):
+        ckpt = folder / "tune-0001-abcd" / "trial_0" / f"checkpoint_{step:06d}"
+        ckpt.mkdir(parents=True)
+        shutil.copy(trained / "checkpoint" / "last.ckpt", ckpt / "last.ckpt")
+        write_mark(ckpt, "k1", step)
+    (ckpt / "last.ckpt").write_bytes(b"truncated")  # step 9's, as a kill leaves it
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    record = open_sweep(uri, "gen", str(folder), {}, {})
+    trial = TrialRun(record, "k1", {}, {})
+    trial.end(Status.FINISHED)
+    common = ["--prompt", "class ", "--tokens", "10", "--temperature", "0"]
+    code, expected, err = _generate(capsys, str(trained / "checkpoint"), *common)
+    assert code == 0, err
+    code, out, err = _generate(capsys, trial.run_id, "--tracking-uri", uri, *common)
+    assert code == 0, err
+    assert out == expected
+    missing = "0" * 32
+    code, out, err = _generate(capsys, missing, "--tracking-uri", uri, *common)
+    assert code == 2 and "no such run" in err and err.count("\n") == 1
+
+
+BAD = [
+    (["missing-folder", "--prompt", "a", "--tokens", "3"], "no such file or folder"),
+    (["run", "--prompt", "a", "--tokens", "0"], "--tokens 0"),
+    (
+        ["run", "--prompt", "x" * (SEQ_LEN + 1), "--tokens", "1"],
+        "prompt's 33 tokens exceed model.seq_len=32",
+    ),
+    (["run", "--prompt", "x" * 30, "--tokens", "4"], "at most 3 new tokens"),
+    (["run", "--prompt", "a", "--tokens", "3", "--temperature", "-1"], "--temperature"),
+    (["run", "--prompt", "a", "--tokens", "3", "--top-k", "0"], "--top-k"),
+    (["run", "--prompt", "", "--tokens", "3"], "--prompt is empty"),
+    (["cache", "--prompt", "a", "--tokens", "3"], "holds neither"),
+    (["run/config.yaml", "--prompt", "a", "--tokens", "3"], "not a checkpoint"),
+]
+
+
+@pytest.mark.parametrize(("words", "needle"), BAD, ids=[b[1] for b in BAD])
+def test_bad_input_is_one_line_and_exit_2(
+    trained: Path, words: list[str], needle: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Bad input: exit 2, one line on stderr naming the problem, nothing on stdout."""
+    code, out, err = _generate(capsys, str(trained / words[0]), *words[1:])
+    assert code == 2
+    assert out == ""
+    assert err.count("\n") == 1 and needle in err, err
