@@ -128,7 +128,7 @@ def _against_parent(
         final = Metric.FINAL_VAL_LOSS
         pairs.append((arm, parent, compare(by_seed(base, final), by_seed(mine, final))))
     adjusted = adjust([c for _, _, c in pairs])
-    out = []
+    out: list[tuple[str, ...]] = []
     for (arm, parent, _), c in zip(pairs, adjusted, strict=True):
         published, parent_row = published_of.get(arm), published_of.get(parent)
         delta = (
