@@ -102,10 +102,25 @@ def recorded(row: Mapping[str, Any], key: str, default: object | None = None) ->
     return value
 
 
+# Data fields newer than some records, and what such a record ran: no manifest (its data was
+# not a prepared corpus). Read as that value, so merging an older sweep splits no context.
+DATA_FIELD_DEFAULTS: dict[str, str] = {"data.manifest": ""}
+
+
+def _as_text(trials: pd.DataFrame, key: str) -> pd.Series:
+    text = trials[key].astype(str)
+    if key not in DATA_FIELD_DEFAULTS:
+        return text
+    return text.where(~text.isin(_UNRECORDED), DATA_FIELD_DEFAULTS[key])
+
+
 def varied_axes(trials: pd.DataFrame) -> list[str]:
-    """Config keys that take more than one value among the trials (the seed excluded)."""
+    """Config keys that take more than one value among the trials (the seed excluded). The
+    corpus's manifest hash (``data.manifest``) is one: trials on different data are never one
+    arm, and an arm's baseline is taken in its own context (``reports.ablation``), so never
+    on other data."""
     keys = [c for c in trials.columns if c.startswith(PARAM_PREFIXES) and c != SEED_KEY]
-    return [k for k in keys if trials[k].astype(str).nunique() > 1]
+    return [k for k in keys if _as_text(trials, k).nunique() > 1]
 
 
 def label_of(row: Mapping[str, Any], keys: Sequence[str]) -> str:
