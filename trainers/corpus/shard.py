@@ -62,6 +62,8 @@ def write_shard(path: Path, tokens: np.ndarray, layout: Layout) -> None:
 
 def read_header(path: Path) -> tuple[Layout, int]:
     """(layout, token count) of a shard, checked against the file's size."""
+    if not path.is_file():
+        raise ValueError(f"{path}: no such shard")
     size = path.stat().st_size
     if size < HEADER_BYTES:
         raise ValueError(f"{path}: {size} bytes, shorter than the {HEADER_BYTES}-byte header")
