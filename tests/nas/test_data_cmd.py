@@ -3,6 +3,7 @@ exit status 2, and nothing is left half-written."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -58,7 +59,13 @@ def _prepare(src: Path, out: Path, *more: str) -> list[str]:
         "no tokenizer file",
     ],
 )
-def test_prepare_bad_input(make, more, match, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_prepare_bad_input(
+    make: Callable[[Path], object],
+    more: list[str],
+    match: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     """An empty folder, a missing source, a record without 'text', bad JSON, a vocabulary too
     small, no tokenizer, a corpus too small to split: one line, exit 2, nothing written."""
     src = tmp_path / "src"
@@ -96,7 +103,9 @@ def _train(corpus: Path, out: Path) -> list[str]:
 
 
 @pytest.mark.parametrize("damage", ["truncated", "corrupt", "missing", "manifest"])
-def test_training_on_a_damaged_corpus(prepared: Path, damage: str, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_training_on_a_damaged_corpus(
+    prepared: Path, damage: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """A truncated shard, a corrupt header, a missing shard or no manifest: nas train says so
     in one line, exit 2, before any output folder exists."""
     shard = prepared / "train_000000.bin"

@@ -20,6 +20,7 @@ from trainers.corpus.shard import (
     HEADER_BYTES,
     U16,
     U32,
+    Layout,
     layout_for,
     open_shard,
     read_header,
@@ -88,7 +89,7 @@ def test_bpe_round_trips_text() -> None:
 
 
 @pytest.mark.parametrize("layout,top", [(U16, 65_535), (U32, 70_000)])
-def test_shard_header_dtype_and_count_read_back(tmp_path: Path, layout, top: int) -> None:  # type: ignore[no-untyped-def]
+def test_shard_header_dtype_and_count_read_back(tmp_path: Path, layout: Layout, top: int) -> None:
     """A written shard's header (magic, version, count), dtype and tokens read back."""
     tokens = np.array([0, 1, top, 7], dtype=np.int64)
     path = tmp_path / "s.bin"
@@ -218,3 +219,25 @@ def test_given_tokenizer_and_jsonl(corpus: Path, tmp_path: Path) -> None:
             )
         )
     assert not (tmp_path / "o2").exists()
+
+
+def test_every_reader_yields_documents(tmp_path: Path) -> None:
+    """.txt (the file), .jsonl.zst (each line's text) and .parquet (each row's text column) are
+    read in name order; other files are ignored."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    import zstandard
+
+    from trainers.corpus.documents import documents, source_files
+
+    (tmp_path / "a.txt").write_text("one whole file")
+    lines = "".join(json.dumps({"text": t}) + "\n" for t in ("zst 1", "zst 2"))
+    (tmp_path / "b.jsonl.zst").write_bytes(zstandard.ZstdCompressor().compress(lines.encode()))
+    pq.write_table(pa.table({"text": ["pq 1", "pq 2"], "id": [1, 2]}), tmp_path / "c.parquet")
+    (tmp_path / "d.csv").write_text("ignored")
+    files = source_files(tmp_path)
+    assert [f.name for f in files] == ["a.txt", "b.jsonl.zst", "c.parquet"]
+    assert list(documents(files)) == ["one whole file", "zst 1", "zst 2", "pq 1", "pq 2"]
+    pq.write_table(pa.table({"body": ["x"]}), tmp_path / "e.parquet")
+    with pytest.raises(ValueError, match="e.parquet: no 'text' column"):
+        list(documents([tmp_path / "e.parquet"]))
