@@ -51,7 +51,8 @@ def load_tokenizer(path: Path) -> Tokenizer:
     try:
         return tk.Tokenizer.from_file(str(path))
     except Exception as err:  # tokenizers raises its own Exception subclass
-        raise ValueError(f"--tokenizer {path}: not a tokenizer.json ({err})") from None
+        first = (str(err).splitlines() or [""])[0]
+        raise ValueError(f"--tokenizer {path}: not a tokenizer.json ({first})") from None
 
 
 def separator_id(tok: Tokenizer, separator: str) -> int:
