@@ -126,3 +126,41 @@ def test_training_on_a_damaged_corpus(
     out = tmp_path / "run"
     _one_line_exit_2(_train(prepared, out), match, capsys)
     assert not out.exists()
+
+
+def test_a_sweep_over_a_corpus_prepared_again_is_refused(prepared: Path, tmp_path: Path) -> None:
+    """A sweep's recorded trials name the manifest they trained on: continuing the sweep after
+    the folder was prepared again is a changed plan (refused), not a mix of two corpora."""
+    from nas.plan_check import conflicts
+    from nas.sweep_plan import SweepOptions, plan
+    from nas.tracking import RecordedTrial, StoredSweep, SweepRecord
+    from record.schema import Status
+    from trainers.config import flatten
+    from trainers.corpus.manifest import manifest_hash
+
+    sets = ("data.source=shards", f"data.path={prepared}", "model.vocab_size=300")
+    p = plan(SweepOptions(space="smoke", storage_path=str(tmp_path / "ray"), overrides=sets))
+    now = manifest_hash(prepared)
+    assert {s.config.data.manifest for s in p.specs} == {now}
+
+    def recorded(manifest: str) -> StoredSweep:
+        trials = {
+            s.key: RecordedTrial(
+                s.key,
+                s.key,
+                s.arm,
+                s.seed,
+                Status.FINISHED,
+                "FINISHED",
+                "",
+                {k: str(v) for k, v in {**flatten(s.config), "data.manifest": manifest}.items()},
+                {},
+            )
+            for s in p.specs
+        }
+        base = {k: str(v) for k, v in flatten(p.base).items()}
+        return StoredSweep(SweepRecord("sqlite:///nowhere", "1", "p", "smoke"), base, trials)
+
+    assert conflicts(recorded(now), flatten(p.base), p.specs) == ""
+    refused = conflicts(recorded("0123456789abcdef"), flatten(p.base), p.specs)
+    assert f"data.manifest: 0123456789abcdef -> {now}" in refused
