@@ -12,6 +12,7 @@ import sys
 from collections.abc import Sequence
 
 from nas.coordcheck_cmd import add_coordcheck_parser
+from nas.data_cmd import add_data_parser
 from nas.diff_cmd import add_diff_parser
 from nas.exits import Exit
 from nas.generate_cmd import add_generate_parser
@@ -46,6 +47,7 @@ def build_parser() -> Parser:
     add_ui_parser(sub)
     add_coordcheck_parser(sub)
     add_generate_parser(sub)
+    add_data_parser(sub)
     return parser
 
 

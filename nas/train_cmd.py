@@ -13,6 +13,7 @@ from typing import Any
 from nas import package_version
 from trainers.budget import check_one_length, resolve_budget
 from trainers.config_io import build_config, field_help, parse_overrides
+from trainers.corpus.manifest import pinned
 from trainers.identity import normalized, refusal, unread_fields
 
 
@@ -100,7 +101,7 @@ def configuration(args: argparse.Namespace) -> Any:
     check_one_length(explicit)
     cfg = build_config(args.config, [*recorded, *args.overrides])
     _refuse_unread(cfg.model, explicit.get("model", {}))
-    return resolve_budget(normalized(cfg))
+    return pinned(resolve_budget(normalized(cfg)))
 
 
 def _refuse_unread(model: Any, given: dict[str, Any]) -> None:

@@ -102,10 +102,26 @@ def recorded(row: Mapping[str, Any], key: str, default: object | None = None) ->
     return value
 
 
+# Data fields newer than some records, and what such a record ran: no manifest (its data was
+# not a prepared corpus). Read as that value, so merging an older sweep splits no context.
+MANIFEST_KEY = "data.manifest"
+DATA_FIELD_DEFAULTS: dict[str, str] = {MANIFEST_KEY: ""}
+
+
+def _as_text(trials: pd.DataFrame, key: str) -> pd.Series:
+    text = trials[key].astype(str)
+    if key not in DATA_FIELD_DEFAULTS:
+        return text
+    return text.where(~text.isin(_UNRECORDED), DATA_FIELD_DEFAULTS[key])
+
+
 def varied_axes(trials: pd.DataFrame) -> list[str]:
-    """Config keys that take more than one value among the trials (the seed excluded)."""
+    """Config keys that take more than one value among the trials (the seed excluded). The
+    corpus's manifest hash (``data.manifest``) is one: trials on different data are never one
+    arm, and an arm's baseline is taken in its own context (``reports.ablation``), so never
+    on other data."""
     keys = [c for c in trials.columns if c.startswith(PARAM_PREFIXES) and c != SEED_KEY]
-    return [k for k in keys if trials[k].astype(str).nunique() > 1]
+    return [k for k in keys if _as_text(trials, k).nunique() > 1]
 
 
 def label_of(row: Mapping[str, Any], keys: Sequence[str]) -> str:
@@ -120,7 +136,8 @@ def with_arms(trials: pd.DataFrame, tuned: Sequence[str] = ()) -> pd.DataFrame:
     a merge's trials whose name was ambiguous) are named by their varied values, the axes taken
     over the trials with a full configuration (an infeasible one holds only its point). The
     whole frame is labelled before anything is selected from it, so that every part of a report
-    names an arm alike."""
+    names an arm alike. Where trials ran on more than one corpus (``data.manifest``), a grid
+    arm's name gains its trials' ``manifest=``: one arm never holds two corpora's trials."""
     if trials.empty:
         return trials.assign(arm=pd.Series(dtype=str))
     full = configured(trials)
@@ -129,6 +146,10 @@ def with_arms(trials: pd.DataFrame, tuned: Sequence[str] = ()) -> pd.DataFrame:
     derived = out[axes].astype(str).apply(lambda row: label_of(row, axes) or "base", axis=1)
     unnamed = out["arm"].isin(["", "search"])
     out.loc[unnamed, "arm"] = derived[unnamed]
+    if MANIFEST_KEY in axes:  # a grid's arm name does not say which data its trials had
+        named = ~unnamed
+        data = _as_text(out, MANIFEST_KEY).replace("", "none")
+        out.loc[named, "arm"] = out.loc[named, "arm"] + "/manifest=" + data[named]
     return out
 
 

@@ -22,6 +22,7 @@ from search_spaces.lr_stage import LrStage
 from trainers.budget import resolve_budget
 from trainers.config import ModelConfig, RunConfig, to_dict
 from trainers.config_io import from_dict, nest
+from trainers.corpus.manifest import pinned
 from trainers.identity import unread_fields
 
 Kind = Literal["grid", "search"]
@@ -145,11 +146,12 @@ def apply_point(base: RunConfig, point: Mapping[str, Any]) -> RunConfig:
     keys replaced, every model field the result does not read at its default (as
     ``trainers.identity.normalized`` makes it: a value the configuration would refuse there is
     not its model's), validated (invalid combinations raise ValueError naming the field), its
-    training length derived from its budget where it has one (``trainers.budget``)."""
+    training length derived from its budget where it has one (``trainers.budget``), and a
+    shards corpus's manifest hash filled in (``trainers.corpus.manifest.pinned``)."""
     defaults = {f.name: f.default for f in dataclasses.fields(ModelConfig)}
     unread = unread_fields(_model_values(base, point))
     normal = {**point, **{f"model.{n}": defaults[n] for n in unread}}
-    return resolve_budget(from_dict(nest(normal), base))
+    return pinned(resolve_budget(from_dict(nest(normal), base)))
 
 
 def arm_label(arm: str, point: Mapping[str, Any], space: Space) -> str:

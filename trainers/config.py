@@ -51,7 +51,7 @@ SourcesName = Literal["outputs", "deltas", "cumulative"]
 # How width and depth scale the init, the forward multipliers and the per-group AdamW settings
 # (trainers.parametrization); every one is the standard parametrization at base sizes.
 ParametrizationName = Literal["sp", "mup", "depth_mup", "completep"]
-DataSource = Literal["stdlib", "text", "tokens", "synthetic"]
+DataSource = Literal["stdlib", "text", "tokens", "shards", "synthetic"]
 Precision = Literal["auto", "32-true", "64-true", "bf16-mixed", "16-mixed", "bf16-true"]
 
 # The validity matrix: the placements each residual type is defined for (each entry of
@@ -496,10 +496,16 @@ class DataConfig:
 
     source: DataSource = _help(
         "stdlib: the running Python's standard-library source as bytes; text: a file or folder "
-        "as bytes; tokens: nanoGPT train.bin/val.bin (uint16); synthetic: k-hop pointer chasing.",
+        "as bytes; tokens: nanoGPT train.bin/val.bin (uint16); shards: a folder nas data prepare "
+        "wrote; synthetic: k-hop pointer chasing.",
         "stdlib",
     )
-    path: str = _help("File or folder for 'text' and 'tokens'.", "")
+    path: str = _help("File or folder for 'text', 'tokens' and 'shards'.", "")
+    manifest: str = _help(
+        "shards: the corpus's manifest hash; '' takes the folder's (nas train and every sweep "
+        "trial fill it in, so the record names the data), another refuses a re-prepared folder.",
+        "",
+    )
     val_fraction: float = _help("Held-out fraction for 'stdlib' (by file) and 'text' (tail).", 0.1)
     max_bytes: int = _help("Cap on the default corpus size in bytes (0: no cap).", 16_000_000)
     cache_dir: str = _help("Cache folder for the default corpus ('' = ~/.cache/...).", "")
@@ -513,8 +519,10 @@ class DataConfig:
         _at_least(s, "max_bytes", self.max_bytes, 0)
         _at_least(s, "hops", self.hops, 1)
         _at_least(s, "n_symbols", self.n_symbols, 2)
-        if self.source in ("text", "tokens") and not self.path:
+        if self.source in ("text", "tokens", "shards") and not self.path:
             raise ValueError(f"{s}.path: source {self.source!r} needs a path to a file or folder")
+        if self.manifest and self.source != "shards":
+            raise ValueError(f"{s}.manifest: only source 'shards' has a manifest; leave it ''")
 
 
 @dataclass(frozen=True, kw_only=True)

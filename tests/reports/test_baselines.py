@@ -98,3 +98,28 @@ def test_wiring_names_drop_only_the_context_segments() -> None:
     row = pd.Series({"model.residual": "attnres", "model.placement": "pre"})
     names = wiring_names("attnres/window=4/n_layers=8", row, ["model.n_layers"])
     assert "attnres/window=4" in names and "attnres" not in names
+
+
+def test_trials_on_different_data_are_never_paired() -> None:
+    """Trials on two prepared corpora (``data.manifest``) are different arms, each compared with
+    the baseline on its own data; records from before the field read as no manifest."""
+    from reports.normalize import varied_axes, with_arms
+
+    rows = [
+        trial(w, seed, 3.0, model__residual=w, model__attnres_blocks=2, data__manifest=m)
+        for w in WIRINGS
+        for m in ("aaaa", "bbbb")
+        for seed in (0, 1)
+    ]
+    trials = with_arms(pd.DataFrame(rows))
+    assert sorted(set(trials["arm"])) == [
+        "block_attnres/manifest=aaaa",
+        "block_attnres/manifest=bbbb",
+        "standard/manifest=aaaa",
+        "standard/manifest=bbbb",
+    ]
+    for arm, base in baselines(trials).items():
+        assert base is not None and base.endswith(arm[-4:])  # the same corpus
+    assert baselines(trials, "standard")["block_attnres/manifest=bbbb"] == "standard/manifest=bbbb"
+    old = pd.DataFrame([trial("standard", 0, 3.0), trial("standard", 1, 3.0, data__manifest="")])
+    assert "data.manifest" not in varied_axes(old)

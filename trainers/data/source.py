@@ -5,12 +5,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import numpy as np
 import torch
 from torch.utils.data import Dataset
 
 from trainers.config import DataConfig
-from trainers.data.windows import EvenWindows, RandomWindows
+from trainers.data.windows import EvenWindows, RandomWindows, Tokens
 from trainers.registry import Registry
 
 Sample = tuple[torch.Tensor, torch.Tensor]  # (inputs[T], targets[T]); target -100 = no loss
@@ -39,8 +38,8 @@ class TokenCorpus(DataSource):
     """Two 1-D token arrays (memory-mapped where they come from files)."""
 
     name: str
-    train: np.ndarray
-    val: np.ndarray
+    train: Tokens
+    val: Tokens
     vocab_size: int
     bytes_per_token: float | None
     origin: str  # what to name in errors: the file or folder

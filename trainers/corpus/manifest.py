@@ -1,0 +1,97 @@
+"""``manifest.json``: what ``nas data prepare`` wrote (the tokenizer's and every shard's SHA-256,
+token counts, the layout, the split rule), and its hash, the corpus's identity: a trial records it
+as ``data.manifest``, so two trials on different data are never compared as one context."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from trainers.config import RunConfig
+
+MANIFEST = "manifest.json"
+TOKENIZER = "tokenizer.json"
+TOKEN_BYTES = "token_bytes.npy"
+FORMAT = "deep-transformer-nas shards"
+FORMAT_VERSION = 1
+
+
+def sha256_of(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def manifest_hash(folder: Path) -> str:
+    """The corpus's identity: the first 16 hex digits of the manifest file's SHA-256 (which holds
+    every shard's and the tokenizer's), so re-preparing other text or another tokenizer changes it."""
+    return sha256_of(_manifest_path(folder))[:16]
+
+
+def _manifest_path(folder: Path) -> Path:
+    path = folder / MANIFEST
+    if not path.is_file():
+        raise ValueError(
+            f"data.path: {folder} has no {MANIFEST}; 'shards' reads a folder written by "
+            "nas data prepare"
+        )
+    return path
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """The parts of a manifest a reader needs; ``raw`` keeps the whole."""
+
+    vocab_size: int
+    shards: dict[str, list[tuple[str, int]]]  # split -> [(file, tokens)], in order
+    val_bytes_per_token: float  # sum of token_bytes over the validation tokens / their count
+    raw: dict[str, Any]
+
+
+def read_manifest(folder: Path) -> Manifest:
+    path = _manifest_path(folder)
+    try:
+        raw = json.loads(path.read_text())
+        shards: dict[str, list[tuple[str, int]]] = {"train": [], "val": []}
+        for s in raw["shards"]:
+            shards[s["split"]].append((str(s["file"]), int(s["tokens"])))
+        val = raw["splits"]["val"]
+        return Manifest(
+            int(raw["tokenizer"]["vocab_size"]),
+            shards,
+            float(val["token_bytes"]) / max(1, int(val["tokens"])),
+            raw,
+        )
+    except (json.JSONDecodeError, KeyError, TypeError, ValueError) as err:
+        raise ValueError(f"{path}: not a manifest nas data prepare wrote ({err!r})") from None
+
+
+def write_manifest(folder: Path, content: dict[str, Any]) -> str:
+    """Write the manifest (sorted keys: the same corpus gives the same bytes); its hash."""
+    text = json.dumps(
+        {"format": FORMAT, "version": FORMAT_VERSION, **content}, indent=2, sort_keys=True
+    )
+    (folder / MANIFEST).write_text(text + "\n")
+    return manifest_hash(folder)
+
+
+def pinned(cfg: RunConfig) -> RunConfig:
+    """``cfg`` with ``data.manifest`` filled in from its shards folder, so that what a run records
+    names its data (other sources unchanged). A manifest already set must be the folder's: a
+    corpus prepared again under the same path is refused, not silently trained on."""
+    data = cfg.data
+    if data.source != "shards":
+        return cfg
+    found = manifest_hash(Path(data.path).expanduser())
+    if data.manifest and data.manifest != found:
+        raise ValueError(
+            f"data.manifest: {data.path} has manifest {found}, not {data.manifest}; it was "
+            "prepared again (set data.manifest={found} to train on what is there now)"
+        )
+    return replace(cfg, data=replace(data, manifest=found))

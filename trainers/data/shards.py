@@ -1,0 +1,65 @@
+"""A corpus ``nas data prepare`` wrote (``trainers.corpus``): token shards per split, memory-mapped
+and read as one array each, with bits per byte from ``token_bytes`` whatever the tokenizer."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from trainers.config import DataConfig
+from trainers.corpus.manifest import manifest_hash, read_manifest
+from trainers.corpus.shard import open_shard
+from trainers.data.source import SOURCES, DataSource, TokenCorpus
+
+
+class Concatenated:
+    """Several memory-mapped shards read as one 1-D array: the length and the slices the
+    windows (``trainers.data.windows``) take, a slice across a boundary joined from both."""
+
+    def __init__(self, parts: list[np.ndarray]) -> None:
+        self.parts = parts
+        self.ends = np.cumsum([len(p) for p in parts])
+
+    def __len__(self) -> int:
+        return int(self.ends[-1]) if len(self.ends) else 0
+
+    def __getitem__(self, key: slice) -> np.ndarray:
+        start, stop, _ = key.indices(len(self))
+        pieces, at = [], start
+        while at < stop:
+            i = int(np.searchsorted(self.ends, at, side="right"))
+            begin = int(self.ends[i]) - len(self.parts[i])
+            take = min(stop, int(self.ends[i])) - at
+            pieces.append(self.parts[i][at - begin : at - begin + take])
+            at += take
+        return np.concatenate(pieces) if pieces else self.parts[0][:0]
+
+
+def _split(folder: Path, files: list[tuple[str, int]], split: str) -> np.ndarray | Concatenated:
+    if not files:
+        raise ValueError(f"data.path: {folder} has no {split} shard in its manifest")
+    parts = []
+    for name, count in files:
+        tokens = open_shard(folder / name)
+        if len(tokens) != count:
+            raise ValueError(
+                f"data.path: {folder / name} holds {len(tokens)} tokens; its manifest says {count}"
+            )
+        parts.append(tokens)
+    return parts[0] if len(parts) == 1 else Concatenated(parts)
+
+
+@SOURCES.register("shards")
+def load_shards(cfg: DataConfig) -> DataSource:
+    folder = Path(cfg.path).expanduser()
+    if cfg.manifest and manifest_hash(folder) != cfg.manifest:
+        raise ValueError(
+            f"data.manifest: {folder} now has manifest {manifest_hash(folder)}, not "
+            f"{cfg.manifest}; it was prepared again since this configuration was built"
+        )
+    m = read_manifest(folder)
+    train, val = (_split(folder, m.shards[s], s) for s in ("train", "val"))
+    # The mean of token_bytes over the validation tokens: bits per byte is then the validation
+    # loss over ln 2 times it (trainers.module.bits_per_byte; docs/data.md).
+    return TokenCorpus("shards", train, val, m.vocab_size, m.val_bytes_per_token, str(folder))
