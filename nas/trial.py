@@ -154,6 +154,12 @@ def _finish(run: TrialRun, spec: TrialSpec, result: Any, ctx: SweepContext, tria
     }
     if result.cost is not None:
         final |= _cost_metrics(result.cost, trial_s)
+    if result.decode is not None:
+        final |= {
+            Metric.FINAL_DECODE_TOKENS_PER_S: result.decode.tokens_per_s,
+            Metric.FINAL_PREFILL_TOKENS_PER_S: result.decode.prefill_tokens_per_s,
+            Metric.FINAL_KV_BYTES_PER_TOKEN: result.decode.kv_bytes_per_token,
+        }
     run.log_metrics(final, result.steps)  # non-finite values are left out
     # A collapsed routing is no outcome of its own (the trial trained to its end), but its
     # reason and description name it, so the record says why such an arm plateaued.
@@ -175,6 +181,8 @@ def _objectives(status: Status, result: Any, ctx: SweepContext) -> dict[str, flo
     values = {Report.VAL_LOSS: result.val_loss, Report.PARAMS: float(result.params)}
     if result.val_bpb is not None:
         values[Report.VAL_BPB] = result.val_bpb
+    if result.decode is not None:
+        values[Report.DECODE_TOKENS_PER_S] = result.decode.tokens_per_s
     if status == Status.DIVERGED or not math.isfinite(result.val_loss):
         return {**values, **ctx.worst} if ctx.worst else {k: math.inf for k in values}
     return {**values, Report.STEP: result.steps}

@@ -122,6 +122,10 @@ class Metric:
     FINAL_STEP_S = "final/step_s"
     FINAL_TRIAL_S = "final/trial_s"
     FINAL_TOKENS_PER_S = "final/tokens_per_s"
+    # greedy decoding at batch 1 with the KV cache after training (trainers.decode_cost)
+    FINAL_DECODE_TOKENS_PER_S = "final/decode_tokens_per_s"
+    FINAL_PREFILL_TOKENS_PER_S = "final/prefill_tokens_per_s"
+    FINAL_KV_BYTES_PER_TOKEN = "final/kv_bytes_per_token"
     FINAL_PARAMS = "final/params"
     FINAL_STEPS = "final/steps"  # the steps actually trained
     # the steps the last attempt trained (fewer than final/steps when resumed): what step_s,
@@ -176,6 +180,7 @@ FINAL_OF = {
     "val/loss": Metric.FINAL_VAL_LOSS,
     "val/bpb": Metric.VAL_BPB,  # its latest value is the last validation's
     "params": Metric.FINAL_PARAMS,
+    "decode/tokens_per_s": Metric.FINAL_DECODE_TOKENS_PER_S,  # measured once, after training
 }
 
 FINAL_METRICS = (
@@ -184,6 +189,9 @@ FINAL_METRICS = (
     Metric.FINAL_STEP_S,
     Metric.FINAL_TRIAL_S,
     Metric.FINAL_TOKENS_PER_S,
+    Metric.FINAL_DECODE_TOKENS_PER_S,
+    Metric.FINAL_PREFILL_TOKENS_PER_S,
+    Metric.FINAL_KV_BYTES_PER_TOKEN,
     Metric.FINAL_PARAMS,
     Metric.FINAL_STEPS,
     Metric.FINAL_TIMED_STEPS,
@@ -204,6 +212,7 @@ class Report:
     VAL_LOSS = "val_loss"
     VAL_BPB = "val_bpb"
     PARAMS = "params"
+    DECODE_TOKENS_PER_S = "decode_tokens_per_s"
     STEP = "step"  # ASHA's time attribute
     STATUS = "nas_status"  # on the trial's last report only: a Status value
     REASON = "nas_reason"

@@ -357,6 +357,21 @@ _PLAIN: dict[str, Space] = {
             trials=24,
             objectives=(Objective("val/loss"), Objective("params")),
         ),
+        Space(
+            name="pareto_decode",
+            description="multi-objective TPE: validation loss against decode speed (greedy "
+            "tokens per second at batch 1 with the KV cache, measured after training: "
+            "trainers.decode_cost) over residual type, depth and width",
+            kind="search",
+            base=ABLATION,
+            params={
+                "model.residual": Choice(("standard", "attnres", "block_attnres", "mhc")),
+                "model.n_layers": Choice((4, 8, 16)),
+                "model.d_model": Choice((64, 128, 192)),
+            },
+            trials=24,
+            objectives=(Objective("val/loss"), Objective("decode/tokens_per_s", "max")),
+        ),
     )
 }
 

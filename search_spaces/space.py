@@ -31,6 +31,8 @@ Sampler = Literal["tpe", "random"]
 
 # What a search can optimize: the metrics every trial reports to Tune at each validation.
 OBJECTIVE_METRICS = tuple(FINAL_OF)  # what a search may optimize: a final value each
+# Objectives no validation reports (trainers.decode_cost runs once the fit has ended).
+AFTER_TRAINING = ("decode/tokens_per_s",)
 
 
 @dataclass(frozen=True)
@@ -71,6 +73,13 @@ class Space:
             raise ValueError("trials: a search needs trials >= 1")
         if len({o.metric for o in self.objectives}) != len(self.objectives):
             raise ValueError("objectives: each metric may appear once")
+        first = self.objectives[0].metric
+        if first in AFTER_TRAINING:
+            raise ValueError(
+                f"objectives: {first!r} is measured once, after training, so it cannot come "
+                "first (the objective a scheduler stops on at each validation); put val/loss "
+                "or val/bpb first"
+            )
         if self.kind == "grid":
             for key, dist in self.params.items():
                 try:

@@ -18,6 +18,7 @@ from trainers.data import DataSource
 if TYPE_CHECKING:
     from torch import nn
 
+    from trainers.decode_cost import DecodeCost
     from trainers.device_cost import Cost
     from trainers.divergence import DivergenceGuard, TimeLimit
 
@@ -56,6 +57,8 @@ class TrainResult:
     # (trainers.routing.RoutingAlarm, train.routing_alarm); "" when none did
     routing_alarm: str = ""
     stop_step: int | None = None  # the step it diverged or timed out at
+    # greedy decoding with the KV cache after training (trainers.decode_cost); None: unmeasured
+    decode: DecodeCost | None = None
 
     def to_json(self) -> str:
         """Strict JSON: NaN and infinities (a diverged run's values) as null."""
@@ -133,6 +136,7 @@ def train(
 
     from trainers.callbacks import LastFiniteValidation
     from trainers.datamodule import LMDataModule
+    from trainers.decode_cost import measure as measure_decode
     from trainers.device_cost import CostMeter
     from trainers.flops import flops_per_token, train_flops
     from trainers.model import num_params
@@ -164,6 +168,8 @@ def train(
     if stop is None and trainer.global_step % t.val_every:  # the last step was not a validation
         trainer.validate(module, datamodule=data, verbose=False)
     wall = time.perf_counter() - start
+    # after the fit's clock: a few dozen decoded tokens, on the model as it ended
+    decode = measure_decode(module.model, bf16=resolve_precision(t).startswith("bf16"))
     per_token, seq = flops_per_token(cfg.model).total, cfg.model.seq_len
     per_rank = t.batch_size // trainer.world_size
     timed = len(timer.durations)  # the steps this process trained (and timed)
@@ -186,6 +192,7 @@ def train(
         # the steps this process trained (a resumed run's global_step counts earlier ones), on
         # this rank's share of each batch
         cost=meter.finish(_rate(per_token * timed * per_rank * seq, wall, timed)),
+        decode=decode,
     )
     if stop is not None:
         result = replace(result, status=stop.status, reason=stop.reason, stop_step=stop.step)

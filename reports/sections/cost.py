@@ -31,6 +31,8 @@ COLUMNS = (
     "peak mem MB",
     "MFU",
     "device-hours",
+    "decode tok/s",
+    "decode ×",
 )
 NVML_COLUMNS = ("GPU util %", "GPU W")
 STEP_MS = "step_ms"  # derived per trial: time inside training steps per step
@@ -48,6 +50,7 @@ class ArmCost:
     peak_mem_mb: float
     mfu: float
     device_hours: float
+    decode_tokens_per_s: float
     gpu_util: float
     gpu_power_w: float
 
@@ -78,6 +81,7 @@ def arm_costs(view: TrialView, rows: list[ArmRow]) -> list[ArmCost]:
                 peak_mem_mb=_mean(done, Metric.FINAL_PEAK_MEM_MB),
                 mfu=_mean(done, Metric.FINAL_MFU),
                 device_hours=_mean(done, Metric.FINAL_DEVICE_HOURS),
+                decode_tokens_per_s=_mean(done, Metric.FINAL_DECODE_TOKENS_PER_S),
                 gpu_util=_mean(done, Metric.FINAL_GPU_UTIL),
                 gpu_power_w=_mean(done, Metric.FINAL_GPU_POWER_W),
             )
@@ -96,6 +100,8 @@ def _num(x: float, spec: str) -> str:
 def _cells(c: ArmCost, base: ArmCost | None, nvml: bool) -> tuple[str, ...]:
     time_x = _ratio(c.step_ms, base.step_ms) if base else "—"
     mem_x = _ratio(c.peak_mem_mb, base.peak_mem_mb) if base else "—"
+    # time per decoded token over the baseline's: the inverse ratio of the rates
+    decode_x = _ratio(base.decode_tokens_per_s, c.decode_tokens_per_s) if base else "—"
     cells = (
         c.arm + (" (baseline)" if c.baseline == c.arm else ""),
         fmt(c.loss),
@@ -106,6 +112,8 @@ def _cells(c: ArmCost, base: ArmCost | None, nvml: bool) -> tuple[str, ...]:
         _num(c.peak_mem_mb, ",.0f"),
         _num(100 * c.mfu, ".1f") + ("%" if math.isfinite(c.mfu) else ""),
         _num(c.device_hours, ".3g"),
+        _num(c.decode_tokens_per_s, ",.0f"),
+        decode_x,
     )
     return (*cells, _num(c.gpu_util, ".0f"), _num(c.gpu_power_w, ".0f")) if nvml else cells
 
@@ -170,8 +178,11 @@ def cost_section(data: SweepData, rows: list[ArmRow]) -> Section | None:
             "tokens trained per second of the fit, over the device's peak"
             + (f": {sources}." if sources else ".")
             + " Device-hours are the trial's time times its devices: GPU-hours on a GPU, "
-            "core-hours on a CPU (its threads). — : not recorded (a trial recorded before "
-            "the harness measured cost)."
+            "core-hours on a CPU (its threads). decode tok/s: greedy decoding at batch 1 with "
+            "the KV cache after training, 32 tokens after a prompt of half the context "
+            "(trainers/decode_cost.py, on the trial's own device while other trials may share "
+            "it); decode × is the time per decoded token over the baseline's. — : not "
+            "recorded (a trial recorded before the harness measured it)."
         ),
         _total_note(data.view),
         *_impossible_mfu(costs),

@@ -143,3 +143,19 @@ def test_an_mfu_above_one_is_flagged_not_hidden() -> None:
     (warning,) = [b for b in section.blocks if isinstance(b, Paragraph) and "above 100%" in b.text]
     assert warning.kind == "warning" and "`fast`" in warning.text
     assert "`standard`" not in warning.text and "--peak-flops" in warning.text
+
+
+def test_decode_speed_and_its_overhead_against_the_baseline() -> None:
+    """decode tok/s is the mean over finished seeds; decode × is the time per decoded token over
+    the baseline's, the inverse ratio of the rates (an arm decoding at half the baseline's rate
+    costs 2.00×)."""
+    decode = Metric.FINAL_DECODE_TOKENS_PER_S
+    rows = [
+        _costly(trial("standard", 0, 3.0), 2.0, 400.0, 0.01, **{decode: 400.0}),
+        _costly(trial("standard", 1, 3.2), 2.0, 400.0, 0.01, **{decode: 400.0}),
+        _costly(trial("mhc", 0, 2.9, model__residual="mhc"), 3.0, 500.0, 0.02, **{decode: 150.0}),
+        _costly(trial("mhc", 1, 2.9, model__residual="mhc"), 3.0, 500.0, 0.02, **{decode: 250.0}),
+    ]
+    table = _table(_section(rows))
+    assert (table["standard"]["decode tok/s"], table["standard"]["decode ×"]) == ("400", "1.00×")
+    assert (table["mhc"]["decode tok/s"], table["mhc"]["decode ×"]) == ("200", "2.00×")

@@ -286,3 +286,16 @@ def test_every_builtin_space_round_trips_through_data(name: str) -> None:
     space = BUILTIN[name]
     text = yaml.safe_dump(space_to_data(space), sort_keys=False)
     assert space_from_data(yaml.safe_load(text), "x") == space
+
+
+def test_an_objective_measured_after_training_cannot_come_first() -> None:
+    """decode/tokens_per_s is measured once the fit has ended, so no validation reports it: as
+    the first objective (what ASHA stops on) it is refused; second, beside val/loss, it is
+    pareto_decode's."""
+    from search_spaces.space import Objective, Space
+
+    with pytest.raises(ValueError, match="measured once, after training"):
+        Space(name="x", description="x", kind="search", trials=2,
+              objectives=(Objective("decode/tokens_per_s", "max"), Objective("val/loss")))  # fmt: skip
+    modes = {o.metric: o.mode for o in BUILTIN["pareto_decode"].objectives}
+    assert modes == {"val/loss": "min", "decode/tokens_per_s": "max"}
