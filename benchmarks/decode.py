@@ -1,17 +1,25 @@
-"""Incremental decoding throughput of each residual type: greedy generation with the KV cache
-(``trainers.decoding.generate``: the prompt once, then one position per token) against
-recomputing a full forward over the whole sequence for every new token, and against
-``standard``.
+"""Inference cost of each residual type with the KV cache (``DeepTransformer.prefill`` /
+``decode_step``), as ratios to ``standard`` measured in the same rounds.
 
-Per arm, a random-weight model generates ``tokens`` greedy tokens after a random prompt of
-``prompt`` tokens, under ``torch.inference_mode()`` (bf16 autocast on CUDA); both ways are timed
-in interleaved rounds after warm-up. Throughput is generated tokens / median time; "cache
-speedup" is the median over rounds of the recomputing time divided by the cached time, "vs
-standard" the arm's cached throughput over standard's in the same round. ``agree`` is the share
-of generated tokens on which both ways chose the same token (they compute the same logits up to
-rounding, so an argmax tie may rarely part them).
+Per arm, a random-weight model in eval and inference mode (bf16 autocast on CUDA):
 
-    .venv/bin/python -m benchmarks.decode [--quick] [--device cuda] [--out DIR]
+- **decode**: greedy tokens per second after a prompt, at batch 1 and a larger batch and at two
+  prompt lengths (the context the cache holds), timed as a whole generation less its prefill;
+- **prefill**: prompt tokens per second at batch 1, the longer prompt;
+- **KV bytes per token**: the cache's bytes per cached position (every layer's keys and values,
+  the same for every wiring: depth mixing carries nothing across positions);
+- **depth state per token**: what one position holds in flight across its sublayers while it is
+  decoded: 1 stream for pre-norm, n for Hyper-Connections and mHC, every source for Full AttnRes
+  (2L + 1), the embedding and the block summaries or the partial sum for Block AttnRes (N + 1),
+  every block's output for DenseFormer (L + 1), in units of d_model values (``depth_state``);
+- **peak memory** of a prefill at each prompt length (CUDA only: torch's allocated peak; a CPU
+  has no such counter, so it shows "—"), where Block AttnRes's N·T·d summaries should show.
+
+Every timing is interleaved over arms in rounds after warm-up (``benchmarks.common``), so machine
+noise hits all alike; the median round gives each figure. ``--budget-s`` trims rounds (the GPU
+check's budget).
+
+    .venv/bin/python -m benchmarks.decode [--quick] [--device cuda] [--out DIR] [--budget-s S]
 
 Run it alone: a second torch process on 2 cores distorts every timing.
 """
@@ -24,7 +32,7 @@ from typing import Any
 
 import torch
 
-from benchmarks.common import cli, config, free, interleaved, machine, md_table, ratio, sync
+from benchmarks.common import Deadline, cli, config, free, interleaved, machine, md_table, sync
 from trainers.decoding import generate
 from trainers.model import DeepTransformer
 
@@ -32,111 +40,186 @@ NAME = "decode"
 ARMS = ("standard", "attnres", "block_attnres", "hyper", "mhc", "denseformer")
 
 
-def settings(quick: bool) -> dict[str, Any]:
+def settings(quick: bool, device: str = "cpu") -> dict[str, Any]:
     if quick:
         return {
             "dims": {"n_layers": 4, "d_model": 64, "n_heads": 4, "seq_len": 64},
-            "batch": 1,
-            "prompt": 16,
-            "tokens": 16,
+            "batches": [1, 4],
+            "prompts": [16, 32],
+            "tokens": 8,
             "warmup": 1,
             "rounds": 3,
         }
+    if device.startswith("cuda"):
+        return {
+            "dims": {"n_layers": 32, "d_model": 1024, "n_heads": 8, "seq_len": 4096},
+            "batches": [1, 16],
+            "prompts": [512, 3072],
+            "tokens": 64,
+            "warmup": 2,
+            "rounds": 5,
+        }
     return {
-        "dims": {"n_layers": 16, "d_model": 256, "n_heads": 4, "seq_len": 512},
-        "batch": 1,
-        "prompt": 256,
-        "tokens": 64,
+        "dims": {"n_layers": 16, "d_model": 256, "n_heads": 4, "seq_len": 1024},
+        "batches": [1, 8],
+        "prompts": [128, 768],
+        "tokens": 32,
         "warmup": 1,
         "rounds": 5,
     }
 
 
-def _greedy_recompute(model: DeepTransformer, idx: torch.Tensor, tokens: int) -> torch.Tensor:
-    """The same greedy continuation without a cache: a full forward per new token."""
-    for _ in range(tokens):
-        nxt = model(idx)[:, -1].argmax(-1, keepdim=True)
-        idx = torch.cat((idx, nxt), dim=1)
-    return idx
+def depth_state(cfg: Any) -> int:
+    """Values of width d one position holds across its sublayers while it is decoded."""
+    residual, n_sub = cfg.residual, cfg.n_sublayers
+    if residual == "attnres":
+        return n_sub + 1
+    if residual == "block_attnres":
+        return cfg.attnres_blocks + 1  # the embedding and N summaries, or N - 1 and the partial
+    if residual in ("hyper", "mhc", "mhc_lite"):
+        return cfg.hc_streams
+    if residual == "denseformer":
+        return cfg.n_layers + 1
+    return 1
 
 
-def _closures(
-    model: DeepTransformer, prompt: torch.Tensor, tokens: int, device: str
-) -> tuple[Callable[[], torch.Tensor], Callable[[], torch.Tensor]]:
+def _timed(device: str, fn: Callable[[], object]) -> Callable[[], None]:
     cuda = device.startswith("cuda")
 
-    def run(fn: Callable[[], torch.Tensor]) -> Callable[[], torch.Tensor]:
-        def step() -> torch.Tensor:
-            with torch.inference_mode(), torch.autocast("cuda", torch.bfloat16, enabled=cuda):
-                out = fn()
-            sync(device)
-            return out
+    def step() -> None:
+        with torch.inference_mode(), torch.autocast("cuda", torch.bfloat16, enabled=cuda):
+            fn()
+        sync(device)
 
-        return step
-
-    cached = run(lambda: generate(model, prompt, tokens, temperature=0))
-    recompute = run(lambda: _greedy_recompute(model, prompt, tokens))
-    return cached, recompute
+    return step
 
 
-def measure(s: dict[str, Any], device: str) -> dict[str, Any]:
-    steps, agree = {}, {}
+def _peak_prefill_mb(model: DeepTransformer, idx: torch.Tensor, device: str) -> float:
+    if not device.startswith("cuda"):
+        return float("nan")
+    free(device)
+    torch.cuda.reset_peak_memory_stats()
+    before = torch.cuda.memory_allocated()
+    _timed(device, lambda: model.prefill(idx))()
+    return (torch.cuda.max_memory_allocated() - before) / 2**20
+
+
+def measure(s: dict[str, Any], device: str, deadline: Deadline | None = None) -> dict[str, Any]:
+    steps: dict[str, Callable[[], None]] = {}
+    static: dict[str, dict[str, Any]] = {}
+    gen = torch.Generator().manual_seed(0)
     for arm in ARMS:
         model = DeepTransformer(config(arm, **s["dims"])).to(device).eval()
-        prompt = torch.randint(0, model.cfg.vocab_size, (s["batch"], s["prompt"]), device=device)
-        cached, recompute = _closures(model, prompt, s["tokens"], device)
-        same = cached()[:, s["prompt"] :] == recompute()[:, s["prompt"] :]
-        agree[arm] = same.float().mean().item()
-        steps[f"{arm}/cached"], steps[f"{arm}/recompute"] = cached, recompute
-    times = interleaved(steps, s["warmup"], s["rounds"])
+        cfg = model.cfg
+        elem = 2 if device.startswith("cuda") else 4  # bf16 autocast on a GPU
+        static[arm] = {
+            "kv_bytes_per_token": 2 * cfg.n_layers * cfg.d_model * elem,
+            "depth_state_bytes": depth_state(cfg) * cfg.d_model * elem,
+            "peak_prefill_mb": {},
+        }
+        for prompt in s["prompts"]:
+            idx1 = torch.randint(0, cfg.vocab_size, (1, prompt), generator=gen).to(device)
+            static[arm]["peak_prefill_mb"][str(prompt)] = _peak_prefill_mb(model, idx1, device)
+            if prompt == max(s["prompts"]):
+                steps[f"{arm}|prefill"] = _timed(device, lambda m=model, i=idx1: m.prefill(i))
+            for batch in s["batches"]:
+                idx = torch.randint(0, cfg.vocab_size, (batch, prompt), generator=gen).to(device)
+                steps[f"{arm}|prefill|{batch}|{prompt}"] = _timed(
+                    device, lambda m=model, i=idx: m.prefill(i)
+                )
+                steps[f"{arm}|generate|{batch}|{prompt}"] = _timed(
+                    device,
+                    lambda m=model, i=idx: generate(m, i, s["tokens"], temperature=0),
+                )
+    times = interleaved(steps, s["warmup"], s["rounds"], deadline)
     del steps
     free(device)
-    generated = s["batch"] * s["tokens"]
-    base = times["standard/cached"]
-    return {
-        arm: {
-            "cached_ms": 1000 * statistics.median(times[f"{arm}/cached"]),
-            "recompute_ms": 1000 * statistics.median(times[f"{arm}/recompute"]),
-            "tokens_per_s": generated / statistics.median(times[f"{arm}/cached"]),
-            "cache_speedup": ratio(times[f"{arm}/recompute"], times[f"{arm}/cached"]),
-            "vs_standard": ratio(base, times[f"{arm}/cached"]),
-            "agree": agree[arm],
-        }
-        for arm in ARMS
-    }
+    return {"rounds": min(len(t) for t in times.values()), **_figures(s, times, static)}
 
 
-def run(quick: bool = False, device: str = "cpu") -> dict:
-    s = settings(quick)
-    return {
-        "name": NAME,
-        "device": device,
-        "settings": s,
-        **machine(),
-        "results": measure(s, device),
-    }
+def _figures(
+    s: dict[str, Any], times: dict[str, list[float]], static: dict[str, dict[str, Any]]
+) -> dict[str, Any]:
+    """Each arm's rates and their ratios to standard's, round by round (the median ratio)."""
+
+    def decode_s(arm: str, batch: int, prompt: int) -> list[float]:
+        gen, pre = (
+            times[f"{arm}|generate|{batch}|{prompt}"],
+            times[f"{arm}|prefill|{batch}|{prompt}"],
+        )
+        return [max(g - p, 1e-9) for g, p in zip(gen, pre, strict=True)]
+
+    out: dict[str, Any] = {}
+    long = max(s["prompts"])
+    for arm in ARMS:
+        row: dict[str, Any] = dict(static[arm])
+        for batch in s["batches"]:
+            for prompt in s["prompts"]:
+                mine, base = decode_s(arm, batch, prompt), decode_s("standard", batch, prompt)
+                key = f"b{batch}_t{prompt}"
+                row[f"decode_tok_s_{key}"] = batch * s["tokens"] / statistics.median(mine)
+                row[f"decode_x_{key}"] = statistics.median(
+                    a / b for a, b in zip(mine, base, strict=True)
+                )
+        pre, base = times[f"{arm}|prefill"], times["standard|prefill"]
+        row["prefill_tok_s"] = long / statistics.median(pre)
+        row["prefill_x"] = statistics.median(a / b for a, b in zip(pre, base, strict=True))
+        out[arm] = row
+    return out
+
+
+def run(quick: bool = False, device: str = "cpu", deadline: Deadline | None = None) -> dict:
+    s = settings(quick, device)
+    results = measure(s, device, deadline)
+    rounds = results.pop("rounds")
+    return {"name": NAME, "device": device, "settings": s, **machine(), "rounds_run": rounds,
+            "results": results}  # fmt: skip
+
+
+def _mb(x: float) -> str:
+    return "—" if x != x else f"{x:,.0f}"
 
 
 def markdown(result: dict) -> str:
     s, res, d = result["settings"], result["results"], result["settings"]["dims"]
+    b_lo, b_hi = min(s["batches"]), max(s["batches"])
+    t_lo, t_hi = min(s["prompts"]), max(s["prompts"])
     lines = [
-        f"Greedy generation of {s['tokens']} tokens after a {s['prompt']}-token prompt, "
-        f"n_layers={d['n_layers']}, d_model={d['d_model']}, batch {s['batch']}, inference_mode, "
-        f"{result['device']}, {result['threads']} threads: the KV cache against a full forward "
-        "per token, and the cached throughput against `standard`'s.",
+        f"Decoding with the KV cache: {s['tokens']} greedy tokens after a prompt of {t_lo} or "
+        f"{t_hi} tokens, batch {b_lo} or {b_hi}, n_layers={d['n_layers']}, "
+        f"d_model={d['d_model']}, context {d['seq_len']}, inference mode, {result['device']}, "
+        f"{result['threads']} threads, median of {result['rounds_run']} interleaved rounds. "
+        "Decode × is the time per decoded token over `standard`'s in the same round (1.02× is "
+        "a 2% overhead); prefill × likewise for the longer prompt at batch 1. KV bytes per "
+        "cached position; depth state: what one position holds across its sublayers while it "
+        "is decoded; peak prefill memory on CUDA only.",
         "",
     ]
-    header = ["arm", "cached tok/s", "cache speedup", "vs standard", "agree"]
-    rows = [
-        [
-            f"`{arm}`",
-            f"{r['tokens_per_s']:,.0f}",
-            f"{r['cache_speedup']:.2f}x",
-            f"{r['vs_standard']:.2f}x",
-            f"{r['agree']:.0%}",
-        ]
-        for arm, r in res.items()
+    header = [
+        "arm",
+        *(f"decode × b{b} T{t}" for b in (b_lo, b_hi) for t in (t_lo, t_hi)),
+        f"decode tok/s b{b_lo} T{t_lo}",
+        "prefill ×",
+        "KV B/token",
+        "depth state B",
+        *(f"peak prefill MB T{t}" for t in (t_lo, t_hi)),
     ]
+    rows = []
+    for arm, r in res.items():
+        rows.append(
+            [
+                f"`{arm}`",
+                *(f"{r[f'decode_x_b{b}_t{t}']:.2f}×" for b in (b_lo, b_hi) for t in (t_lo, t_hi)),
+                f"{r[f'decode_tok_s_b{b_lo}_t{t_lo}']:,.0f}",
+                f"{r['prefill_x']:.2f}×",
+                f"{r['kv_bytes_per_token']:,}",
+                f"{r['depth_state_bytes']:,}",
+                *(_mb(r["peak_prefill_mb"][str(t)]) for t in (t_lo, t_hi)),
+            ]
+        )
+    if result["rounds_run"] < s["rounds"]:
+        lines[-1:] = [f"Trimmed to the time budget: {result['rounds_run']} of {s['rounds']} "
+                      "rounds.", ""]  # fmt: skip
     return "\n".join(lines + md_table(header, rows))
 
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The GPU check: the variant-cost and utilization benchmarks on one GPU at d_model=1024, bf16
-# (every wiring's step-time and memory ratios, standard's MFU), JSON results into $OUT (default
+# The GPU check: the utilization, decode and variant-cost benchmarks on one GPU at d_model=1024,
+# bf16 (standard's MFU, each wiring's decode and prefill cost with the KV cache, every wiring's
+# step-time and memory ratios), JSON results into $OUT (default
 # benchmarks/results/gpu); then, where the project is installed (make setup), a quick-sized
 # sweep with four trials sharing the GPU (--gpus-per-trial 0.25) and its report's cost columns.
 #
@@ -51,13 +52,13 @@ if [[ "$DEVICE" == cpu ]]; then
 fi
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv > "$OUT/gpu.csv" 2>/dev/null || true
 
-# Shares of what is left: utilization a quarter (at most 90 s), variant_cost all but what the
-# sweep needs (SWEEP_S, where it can run), the sweep the rest.
+# Shares of what is left: utilization and decode a quarter each (at most 90 s), variant_cost all
+# but what the sweep needs (SWEEP_S, where it can run), the sweep the rest.
 SWEEP_S=120
 sweep_reserve=0
 [[ -x .venv/bin/nas ]] && sweep_reserve=$SWEEP_S
-for bench in utilization variant_cost; do
-    if [[ $bench == utilization ]]; then
+for bench in utilization decode variant_cost; do
+    if [[ $bench != variant_cost ]]; then
         share=$(( $(left) / 4 < 90 ? $(left) / 4 : 90 ))
     else
         share=$(( $(left) - sweep_reserve - 20 ))
@@ -97,7 +98,8 @@ else
     skipped+=("the shared-GPU sweep (no .venv/bin/nas here: run make setup first)")
 fi
 echo "gpu_check: ${SECONDS} s of a ${BUDGET_S} s budget"
-grep -h "Trimmed to the time budget" "$OUT"/utilization.md "$OUT"/variant_cost.md 2>/dev/null \
+grep -h "Trimmed to the time budget" "$OUT"/utilization.md "$OUT"/decode.md "$OUT"/variant_cost.md \
+    2>/dev/null \
     | sed 's/^/  /' || true
 if (( ${#skipped[@]} )); then
     printf '  skipped: %s\n' "${skipped[@]}"

@@ -6,17 +6,22 @@ benchmark's GPU settings, read from the benchmarks themselves so the plan cannot
 
 from __future__ import annotations
 
-from benchmarks import utilization, variant_cost
+from benchmarks import decode, utilization, variant_cost
 
 
 def plan() -> list[str]:
     u, v = utilization.settings(False, "cuda"), variant_cost.settings(False, "cuda")
+    dec = decode.settings(False, "cuda")
     width = max(u["d_models"])
     depths = ", ".join(f"n_layers={n}: {r} rounds" for n, (_, r) in v["schedule"].items())
     return [
         f"  utilization: {', '.join(utilization.ARMS)} at d_model {width} (standard also at "
         f"{min(u['d_models'])}), n_layers={u['shape']['n_layers']}, seq_len "
         f"{u['shape']['seq_len']}, batch {u['batch']}, {u['rounds']} rounds",
+        f"  decode: {', '.join(decode.ARMS)} at d_model {dec['dims']['d_model']}, n_layers="
+        f"{dec['dims']['n_layers']}, {dec['tokens']} tokens after prompts of "
+        f"{' and '.join(map(str, dec['prompts']))}, batches {dec['batches']}, "
+        f"{dec['rounds']} rounds",
         f"  variant_cost: {len(v['arms'])} arms ({', '.join(v['arms'])}) at d_model "
         f"{v['dims']['d_model']}, seq_len {v['dims']['seq_len']}, batch {v['batch']}; {depths}",
         "  sweep: the quick space, 4 trials sharing the GPU (--gpus-per-trial 0.25), 100 steps",
