@@ -34,3 +34,16 @@ def test_variant_cost_skips_the_depths_past_its_budget_and_says_so() -> None:
     assert result["results"]["2"]["standard"]["rounds"] == 1
     text = variant_cost.markdown(result)
     assert "Trimmed to the time budget: n_layers=4 skipped; n_layers=2 ran 1 of 3 rounds." in text
+
+
+def test_decode_runs_one_round_past_its_budget_and_standard_is_its_own_unit() -> None:
+    """The decode benchmark under a spent budget: one round, said in the Markdown; every ratio
+    of standard to itself is 1, and the KV bytes per position are the same for every wiring."""
+    from benchmarks import decode
+
+    result = decode.run(quick=True, deadline=Deadline.after(0))
+    assert result["rounds_run"] == 1
+    assert "Trimmed to the time budget: 1 of 3 rounds." in decode.markdown(result)
+    std = result["results"]["standard"]
+    assert std["prefill_x"] == 1.0 and std["decode_x_b1_t16"] == 1.0
+    assert len({r["kv_bytes_per_token"] for r in result["results"].values()}) == 1
