@@ -59,10 +59,10 @@ def settings(quick: bool, device: str = "cpu") -> dict[str, Any]:
             "warmup": 2,
             "rounds": 5,
         }
-    return {
-        "dims": {"n_layers": 16, "d_model": 256, "n_heads": 4, "seq_len": 1024},
-        "batches": [1, 8],
-        "prompts": [128, 768],
+    return {  # a few minutes on one CPU core
+        "dims": {"n_layers": 8, "d_model": 128, "n_heads": 4, "seq_len": 512},
+        "batches": [1, 4],
+        "prompts": [64, 384],
         "tokens": 32,
         "warmup": 1,
         "rounds": 5,
