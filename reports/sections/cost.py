@@ -31,9 +31,9 @@ COLUMNS = (
     "peak mem MB",
     "MFU",
     "device-hours",
-    "decode tok/s",
-    "decode ×",
 )
+# Shown where some trial recorded its decode speed (trials before it did not).
+DECODE_COLUMNS = ("decode tok/s", "decode ×")
 NVML_COLUMNS = ("GPU util %", "GPU W")
 STEP_MS = "step_ms"  # derived per trial: time inside training steps per step
 
@@ -97,12 +97,12 @@ def _num(x: float, spec: str) -> str:
     return format(x, spec) if math.isfinite(x) else "—"
 
 
-def _cells(c: ArmCost, base: ArmCost | None, nvml: bool) -> tuple[str, ...]:
+def _cells(c: ArmCost, base: ArmCost | None, nvml: bool, decode: bool) -> tuple[str, ...]:
     time_x = _ratio(c.step_ms, base.step_ms) if base else "—"
     mem_x = _ratio(c.peak_mem_mb, base.peak_mem_mb) if base else "—"
     # time per decoded token over the baseline's: the inverse ratio of the rates
     decode_x = _ratio(base.decode_tokens_per_s, c.decode_tokens_per_s) if base else "—"
-    cells = (
+    cells: tuple[str, ...] = (
         c.arm + (" (baseline)" if c.baseline == c.arm else ""),
         fmt(c.loss),
         time_x,
@@ -112,9 +112,9 @@ def _cells(c: ArmCost, base: ArmCost | None, nvml: bool) -> tuple[str, ...]:
         _num(c.peak_mem_mb, ",.0f"),
         _num(100 * c.mfu, ".1f") + ("%" if math.isfinite(c.mfu) else ""),
         _num(c.device_hours, ".3g"),
-        _num(c.decode_tokens_per_s, ",.0f"),
-        decode_x,
     )
+    if decode:
+        cells = (*cells, _num(c.decode_tokens_per_s, ",.0f"), decode_x)
     return (*cells, _num(c.gpu_util, ".0f"), _num(c.gpu_power_w, ".0f")) if nvml else cells
 
 
@@ -162,10 +162,12 @@ def cost_section(data: SweepData, rows: list[ArmRow]) -> Section | None:
     costs = arm_costs(data.view, rows)
     by_arm = {c.arm: c for c in costs}
     nvml = any(math.isfinite(c.gpu_util) for c in costs)
-    body = tuple(_cells(c, by_arm.get(c.baseline or ""), nvml) for c in costs)
+    decode = any(math.isfinite(c.decode_tokens_per_s) for c in costs)
+    body = tuple(_cells(c, by_arm.get(c.baseline or ""), nvml, decode) for c in costs)
     highlight = tuple(i for i, c in enumerate(costs) if c.baseline == c.arm)
     caption = "means over each arm's finished seeds, in the results table's order"
-    table = Table(COLUMNS + (NVML_COLUMNS if nvml else ()), body, caption, highlight)
+    columns = COLUMNS + (DECODE_COLUMNS if decode else ()) + (NVML_COLUMNS if nvml else ())
+    table = Table(columns, body, caption, highlight)
     sources = _sources(data.view.configured)
     notes = [
         Paragraph(
@@ -178,16 +180,20 @@ def cost_section(data: SweepData, rows: list[ArmRow]) -> Section | None:
             "tokens trained per second of the fit, over the device's peak"
             + (f": {sources}." if sources else ".")
             + " Device-hours are the trial's time times its devices: GPU-hours on a GPU, "
-            "core-hours on a CPU (its threads). decode tok/s: greedy decoding at batch 1 with "
-            "the KV cache after training, 32 tokens after a prompt of half the context "
-            "(trainers/decode_cost.py, on the trial's own device while other trials may share "
-            "it); decode × is the time per decoded token over the baseline's. — : not "
-            "recorded (a trial recorded before the harness measured it)."
+            "core-hours on a CPU (its threads). — : not recorded (a trial recorded before "
+            "the harness measured cost)." + (DECODE_NOTE if decode else "")
         ),
         _total_note(data.view),
         *_impossible_mfu(costs),
     ]
     return Section("Cost", (table, *notes))
+
+
+DECODE_NOTE = (
+    " decode tok/s: greedy decoding at batch 1 with the KV cache after training, 32 tokens "
+    "after a prompt of half the context (trainers/decode_cost.py, on the trial's own device, "
+    "which other trials may share); decode × is the time per decoded token over the baseline's."
+)
 
 
 def _impossible_mfu(costs: list[ArmCost]) -> list[Paragraph]:
