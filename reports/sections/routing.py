@@ -16,6 +16,7 @@ import pandas as pd
 from record.schema import Metric
 from reports.document import Paragraph, Section, Table
 from reports.figures import collapsed_in_any_seed, deepest
+from reports.sections.cells import fmt
 from reports.sweep import SweepData
 from trainers.config import TrainConfig
 from trainers.routing import ALARM_PREFIX
@@ -94,11 +95,11 @@ def _arm_row(
     row = (
         str(arm),
         str(len(g)),
-        *(_num(v) for v in at),
-        _num(g[Metric.ROUTING_TOP1_MAX].mean()),
-        _num(g[Metric.ROUTING_ENTROPY_MIN].mean()),
-        _num(g[Metric.ROUTING_ENTROPY].mean()),
-        _num(spread, 1),
+        *(fmt(v, 3) for v in at),
+        fmt(g[Metric.ROUTING_TOP1_MAX].mean(), 3),
+        fmt(g[Metric.ROUTING_ENTROPY_MIN].mean(), 3),
+        fmt(g[Metric.ROUTING_ENTROPY].mean(), 3),
+        fmt(spread, 1),
         _verdict(g, data),
     )
     return row, (str(arm), _per_site(g, data))
@@ -133,7 +134,3 @@ def _per_site(g: pd.DataFrame, data: SweepData) -> tuple[str, str] | None:
 
 def _line(values: np.ndarray) -> str:
     return " ".join("-" if math.isnan(v) else f"{v:.2f}" for v in values)
-
-
-def _num(value: float, digits: int = 3) -> str:
-    return "—" if value is None or pd.isna(value) else f"{value:.{digits}f}"
