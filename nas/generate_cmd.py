@@ -5,8 +5,9 @@ A trial is found by what it left on disk: a ``nas train`` output folder (``confi
 which carries its configuration as hyperparameters, or the checkpoint folder holding it); or by
 a sweep trial's MLflow run id, whose newest checkpoint is found on the sweep's storage as a
 resumed trial finds it (``nas.checkpoints``). Every file loads with
-``torch.load(..., weights_only=True)``. Text is byte-level, as the byte
-corpora (``stdlib``, ``text``) train it: the prompt's UTF-8 bytes in, bytes out.
+``torch.load(..., weights_only=True)``. Text goes in and out as the trial's corpus tokenized
+it (``trainers.corpus.codec``): UTF-8 bytes for the byte corpora (``stdlib``, ``text``), the
+prepared corpus's own tokenizer for ``shards``.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from typing import Any
 from nas.checkpoints import CKPT_NAME
 
 MODEL_NAME, CONFIG_NAME = "model.pt", "config.yaml"  # what nas train writes (trainers.outputs)
-BYTE_SOURCES = ("stdlib", "text")  # the corpora whose tokens are bytes
 RUN_ID = re.compile(r"[0-9a-f]{32}")  # MLflow's run ids
 
 
@@ -28,9 +28,9 @@ def add_generate_parser(sub: Any) -> None:
     p = sub.add_parser(
         "generate",
         help="print a trained model's continuation of a prompt",
-        description="Sample a continuation of --prompt from a trained model, one byte a token "
-        "(the stdlib and text corpora), with the model's KV cache. Prints the prompt followed "
-        "by the continuation.",
+        description="Sample a continuation of --prompt from a trained model with its KV cache, "
+        "tokenized as its corpus was: one byte a token for stdlib and text, the corpus's "
+        "tokenizer for a prepared one (shards). Prints the prompt followed by the continuation.",
     )
     p.add_argument(
         "trial",
@@ -44,7 +44,7 @@ def add_generate_parser(sub: Any) -> None:
         help="MLflow store of a run id (default: MLFLOW_TRACKING_URI or ./mlflow.db)",
     )
     p.add_argument("--prompt", required=True, help="the text to continue (UTF-8)")
-    p.add_argument("--tokens", type=int, required=True, help="how many tokens (bytes) to sample")
+    p.add_argument("--tokens", type=int, required=True, help="how many tokens to sample")
     p.add_argument(
         "--temperature", type=float, default=1.0, help="softmax temperature; 0 is greedy (1.0)"
     )
@@ -56,13 +56,19 @@ def add_generate_parser(sub: Any) -> None:
 
 def run_generate(args: argparse.Namespace) -> int:
     _check_sampling(args)
-    cfg, weights = load_trial(_trial_path(args.trial, args.tracking_uri))
-    prompt = list(args.prompt.encode())
+    target = _trial_path(args.trial, args.tracking_uri)
+    cfg, weights = load_trial(target)
+    from trainers.corpus.codec import codec_of
     from trainers.decoding import check_length
 
+    try:
+        codec = codec_of(cfg.data)
+    except ValueError as err:
+        raise ValueError(f"{target}: {err}") from None
+    prompt = codec.encode(args.prompt)
     check_length(len(prompt), args.tokens, cfg.model.seq_len)
-    text = _continue(cfg, weights, prompt, args)
-    sys.stdout.write(text + "\n")
+    ids = _continue(cfg, weights, prompt, args)
+    sys.stdout.write(codec.decode(ids) + "\n")
     return 0
 
 
@@ -78,9 +84,8 @@ def _check_sampling(args: argparse.Namespace) -> None:
         raise ValueError("--prompt is empty; give at least one character")
 
 
-def _continue(cfg: Any, weights: dict[str, Any], prompt: list[int], args: Any) -> str:
-    """The prompt and ``args.tokens`` sampled bytes, as text (bytes that are not UTF-8 shown as
-    U+FFFD)."""
+def _continue(cfg: Any, weights: dict[str, Any], prompt: list[int], args: Any) -> list[int]:
+    """The prompt's ids and the ``args.tokens`` sampled after them."""
     import torch
 
     from trainers.decoding import generate
@@ -98,7 +103,7 @@ def _continue(cfg: Any, weights: dict[str, Any], prompt: list[int], args: Any) -
     idx = torch.tensor([prompt], device=device)
     gen = torch.Generator(device=device).manual_seed(args.seed)
     out = generate(model, idx, args.tokens, args.temperature, args.top_k, gen)
-    return bytes(out[0].tolist()).decode("utf-8", errors="replace")
+    return [int(i) for i in out[0].tolist()]
 
 
 def _trial_path(trial: str, tracking_uri: str | None) -> Path:
@@ -150,11 +155,6 @@ def load_trial(target: Path) -> tuple[Any, dict[str, Any]]:
         cfg, weights = _from_lightning(path, state)
     else:
         cfg, weights = _from_train_folder(path), state
-    if cfg.data.source not in BYTE_SOURCES:
-        raise ValueError(
-            f"{target}: trained on data.source {cfg.data.source!r}, whose tokens are not bytes; "
-            f"nas generate reads and writes text for {' and '.join(BYTE_SOURCES)} only"
-        )
     return cfg, weights
 
 

@@ -151,3 +151,50 @@ def test_bad_input_is_one_line_and_exit_2(
     assert code == 2
     assert out == ""
     assert err.count("\n") == 1 and needle in err, err
+
+
+def test_a_model_of_a_prepared_corpus_speaks_its_tokenizer(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A model trained on shards (a BPE of 300 ids) reads its prompt and writes its continuation
+    through the corpus's own tokenizer: the prompt comes back whole, ids past the byte range
+    included; once the corpus is prepared again, its tokenizer is no longer trusted (exit 2)."""
+    from trainers.corpus.codec import codec_of
+    from trainers.corpus.manifest import pinned
+    from trainers.corpus.prepare import PrepareConfig, prepare
+
+    src = tmp_path / "src"
+    src.mkdir()
+    for i in range(40):
+        (src / f"d{i}.txt").write_text(f"def f{i}(x):\n    return x + {i}\n")
+    corpus = tmp_path / "corpus"
+    prepare(PrepareConfig(source=src, out=corpus, vocab_size=300, val_fraction=0.3, progress=False))
+    cfg = pinned(  # as nas train and a sweep build it: data.manifest filled in
+        from_dict(
+            {
+                "model": {
+                    "d_model": 16,
+                    "n_heads": 2,
+                    "n_layers": 1,
+                    "seq_len": 16,
+                    "vocab_size": 300,
+                },
+                "train": {"batch_size": 4, "max_steps": 2, "val_every": 2, "val_batches": 1},
+                "data": {"source": "shards", "path": str(corpus)},
+            }
+        )
+    )
+    run = tmp_path / "run"
+    result, model = train(cfg, run, progress=False)
+    save_run(run, cfg, result, model)
+    prompt = "def f1(x):\n    return"
+    assert max(codec_of(cfg.data).encode(prompt)) >= 257  # merges, not bytes
+    words = [str(run), "--prompt", prompt, "--tokens", "5", "--temperature", "0"]
+    code, out, err = _generate(capsys, *words)
+    assert code == 0, err
+    assert out.startswith(prompt) and len(out) > len(prompt) + 1
+    (src / "d0.txt").write_text("other text\n")
+    shutil.rmtree(corpus)
+    prepare(PrepareConfig(source=src, out=corpus, vocab_size=300, val_fraction=0.3, progress=False))
+    code, out, err = _generate(capsys, *words)
+    assert code == 2 and out == "" and err.count("\n") == 1 and "data.manifest" in err, err

@@ -241,3 +241,26 @@ def test_every_reader_yields_documents(tmp_path: Path) -> None:
     pq.write_table(pa.table({"body": ["x"]}), tmp_path / "e.parquet")
     with pytest.raises(ValueError, match="e.parquet: no 'text' column"):
         list(documents([tmp_path / "e.parquet"]))
+
+
+def test_codec_reads_text_as_the_corpus_tokenized_it(corpus: Path) -> None:
+    """nas generate's codec: bytes for the byte corpora; for shards, the prepared corpus's own
+    tokenizer (the ids the shards hold), round-tripping any text and keeping the separator;
+    sources whose ids name no text, and a folder prepared again, are refused in one line."""
+    from trainers.corpus.codec import ByteCodec, codec_of
+
+    text = "alpha beta ☃ 𝄞\n" + SEPARATOR + "gamma"
+    assert isinstance(codec_of(DataConfig(source="stdlib")), ByteCodec)
+    assert ByteCodec().encode("é") == [0xC3, 0xA9]
+    assert ByteCodec().decode([0xC3]) == "\ufffd"  # a character cut short
+    shards = DataConfig(source="shards", path=str(corpus), manifest=manifest_hash(corpus))
+    codec = codec_of(shards)
+    ids = codec.encode(text)
+    assert codec.decode(ids) == text and ids.count(0) == 1  # the separator is id 0
+    first = open_shard(corpus / read_manifest(corpus).shards["train"][0][0])[:40].tolist()
+    assert codec.encode(codec.decode(first)) == first  # the shards' ids, as prepare wrote them
+    for source in ("tokens", "synthetic"):
+        with pytest.raises(ValueError, match=f"data.source '{source}': its token ids name no"):
+            codec_of(DataConfig(source=source, path=str(corpus)))
+    with pytest.raises(ValueError, match="data.manifest: .* tokenizer may not be"):
+        codec_of(replace(shards, manifest="0" * 16))

@@ -23,7 +23,10 @@ def _tokenizers() -> Any:
     try:
         import tokenizers
     except ImportError:
-        raise ValueError("nas data prepare needs tokenizers: pip install -e '.[data]'") from None
+        raise ValueError(
+            "tokenizers is not installed (nas data prepare and a prepared corpus's text need it): "
+            "pip install -e '.[data]'"
+        ) from None
     return tokenizers
 
 
@@ -46,13 +49,15 @@ def train_bpe(
     return tok
 
 
-def load_tokenizer(path: Path) -> Tokenizer:
+def load_tokenizer(path: Path, name: str = "--tokenizer") -> Tokenizer:
+    """The tokenizer saved at ``path``; ValueError, one line naming it as ``name``, for any file
+    that is not one."""
     tk = _tokenizers()
     try:
         return tk.Tokenizer.from_file(str(path))
     except Exception as err:  # tokenizers raises its own Exception subclass
         first = (str(err).splitlines() or [""])[0]
-        raise ValueError(f"--tokenizer {path}: not a tokenizer.json ({first})") from None
+        raise ValueError(f"{name} {path}: not a tokenizer.json ({first})") from None
 
 
 def separator_id(tok: Tokenizer, separator: str) -> int:
