@@ -149,6 +149,13 @@ def _quiet_ray(verbose: bool) -> None:
     )
 
 
+# Ray starts its worker processes at nice 15, so that the raylet stays responsive beside them.
+# In a local sweep the workers are the trials, the work itself: at nice 15 each gets about 3% of
+# a core against any process at nice 0, the sweep's own driver among them (it polls Ray and
+# writes the record), so a busy machine starves the trials, not the bookkeeping. Measured on 2
+# cores with one CPU-bound process beside a smoke sweep: 105 s at nice 15, 68 s at 0
+# (docs/benchmarks.md). A user's own RAY_worker_niceness wins; a cluster's raylets read theirs.
+WORKER_NICENESS_ENV, LOCAL_WORKER_NICENESS = "RAY_worker_niceness", "0"
 FORWARDED = frozenset({OUTAGE_ENV, "MLFLOW_DISABLE_TELEMETRY"})
 HTTP_ENV = "MLFLOW_HTTP_REQUEST_"  # MLflow's client retries and time-outs
 
@@ -160,6 +167,8 @@ def start_ray(opts: SweepOptions, uri: str) -> None:
     import ray
 
     address = opts.address or os.environ.get("RAY_ADDRESS")
+    if not address:  # the local Ray ray.init starts inherits this environment
+        os.environ.setdefault(WORKER_NICENESS_ENV, LOCAL_WORKER_NICENESS)
     secret = {SECRET_URI_ENV: uri} if redact(uri) != uri else {}
     os.environ.update(secret)  # the driver's own callbacks write with the shareable record too
     # A cluster's workers inherit their raylet's environment, not the driver's: what the
