@@ -47,3 +47,9 @@ def test_decode_runs_one_round_past_its_budget_and_standard_is_its_own_unit() ->
     std = result["results"]["standard"]
     assert std["prefill_x"] == 1.0 and std["decode_x_b1_t16"] == 1.0
     assert len({r["kv_bytes_per_token"] for r in result["results"].values()}) == 1
+    # A CPU's peak prefill memory comes from the profiler's allocation records: activations
+    # grow with the prompt, and Full AttnRes keeps every sublayer's output where standard keeps
+    # one stream, so at the longer prompt it holds more.
+    peak = {arm: r["peak_prefill_mb"] for arm, r in result["results"].items()}
+    assert all(p["32"] > p["16"] > 0 for p in peak.values()), peak
+    assert peak["attnres"]["32"] > peak["standard"]["32"], peak

@@ -168,8 +168,11 @@ def train(
     if stop is None and trainer.global_step % t.val_every:  # the last step was not a validation
         trainer.validate(module, datamodule=data, verbose=False)
     wall = time.perf_counter() - start
-    # after the fit's clock: a few dozen decoded tokens, on the model as it ended
-    decode = measure_decode(module.model, bf16=resolve_precision(t).startswith("bf16"))
+    # After the fit's clock: a few dozen decoded tokens, on the model as it ended. Rank 0 alone,
+    # whose result is the record's (nas.data_parallel): ranks timing at once on shared cores
+    # would each measure the others' load.
+    bf16 = resolve_precision(t).startswith("bf16")
+    decode = measure_decode(module.model, bf16=bf16) if trainer.is_global_zero else None
     per_token, seq = flops_per_token(cfg.model).total, cfg.model.seq_len
     per_rank = t.batch_size // trainer.world_size
     timed = len(timer.durations)  # the steps this process trained (and timed)

@@ -173,6 +173,10 @@ def test_a_two_worker_trial_records_what_one_process_does_and_survives_a_killed_
     final = run.data.metrics
     hours = final[Metric.FINAL_TRIAL_S] * WORKERS / 3600
     assert final[Metric.FINAL_DEVICE_HOURS] == pytest.approx(hours, rel=1e-6)
+    # rank 0 alone timed decoding (its result is the record's), and its cache is the model's
+    assert final[Metric.FINAL_DECODE_TOKENS_PER_S] > 0
+    kv = Metric.FINAL_KV_BYTES_PER_TOKEN
+    assert final[kv] == single.data.metrics[kv]
     marks = [
         json.loads(m.read_text())["step"]
         for m in (tmp_path / "ray").glob(f"kill/tune-*/*-train/checkpoint_*/{MARK_NAME}")
