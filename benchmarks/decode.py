@@ -199,7 +199,9 @@ def run(quick: bool = False, device: str = "cpu", deadline: Deadline | None = No
 
 
 def _mb(x: float) -> str:
-    return "—" if x != x else f"{x:,.0f}"
+    if x != x:
+        return "—"
+    return f"{x:.1f}" if x < 100 else f"{x:,.0f}"  # a CPU's small model holds a few MB
 
 
 def markdown(result: dict) -> str:

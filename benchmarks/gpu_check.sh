@@ -14,26 +14,38 @@
 #   DEVICE=cpu bash benchmarks/gpu_check.sh      # the dry run: prints what a GPU run covers,
 #                                                # then runs the tiny settings on the CPU
 #
-# "Installs what it needs": the benchmarks import only torch and this checkout (trainers/,
-# benchmarks/), so the script uses the machine's own python3 with the checkout on PYTHONPATH
-# and installs nothing when that torch sees a GPU. GPU machines are often offline; where torch
-# is missing and a package index is reachable, it installs torch into a throwaway venv.
+# "Installs what it needs": the benchmarks import torch, Lightning (trainers.device_cost) and
+# this checkout (trainers/, benchmarks/), so the script takes the first Python that has them:
+# $PYTHON, the machine's python3, then the project's .venv (make setup), with the checkout on
+# PYTHONPATH, and installs nothing. GPU machines are often offline; where none has them on a GPU
+# machine and a package index is reachable, it installs torch and Lightning into a throwaway
+# venv (.gpu-venv). The dry run never downloads a GPU build: without them it asks for make setup.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-benchmarks/results/gpu}"
 DEVICE="${DEVICE:-cuda}"
-PY="${PYTHON:-python3}"
 BUDGET_S="${BUDGET_S:-330}"
 deadline=$((SECONDS + BUDGET_S))
+fits() {  # does Python $1 import what the benchmarks need?
+    command -v "$1" > /dev/null && "$1" -c "import lightning, torch" 2> /dev/null
+}
+PY=""
+for candidate in ${PYTHON:-} python3 .venv/bin/python; do
+    if fits "$candidate"; then PY=$candidate; break; fi
+done
 left() { echo $((deadline - SECONDS)); }
 skipped=()
 [[ "$DEVICE" == cpu ]] && QUICK=1  # a CPU cannot run the GPU sizes in the budget
 mkdir -p "$OUT"
 
-if ! "$PY" -c "import torch" 2>/dev/null; then
-    echo "no torch for $PY: installing one into .gpu-venv (needs a package index)"
-    "$PY" -m venv .gpu-venv
-    .gpu-venv/bin/pip install --quiet torch numpy
+if [[ -z "$PY" && "$DEVICE" == cpu ]]; then
+    echo "gpu_check: no Python here has torch and Lightning; run make setup first" >&2
+    exit 2
+elif [[ -z "$PY" ]]; then
+    echo "no Python with torch and Lightning: installing them into .gpu-venv (needs a package" \
+        "index)"
+    python3 -m venv .gpu-venv
+    .gpu-venv/bin/pip install --quiet torch lightning numpy
     PY=.gpu-venv/bin/python
 fi
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
