@@ -151,10 +151,10 @@ def _quiet_ray(verbose: bool) -> None:
 
 # Ray starts its worker processes at nice 15, so that the raylet stays responsive beside them.
 # In a local sweep the workers are the trials, the work itself: at nice 15 each gets about 3% of
-# a core against any process at nice 0, the sweep's own driver among them (it polls Ray and
-# writes the record), so a busy machine starves the trials, not the bookkeeping. Measured on 2
-# cores with one CPU-bound process beside a smoke sweep: 105 s at nice 15, 68 s at 0
-# (docs/benchmarks.md). A user's own RAY_worker_niceness wins; a cluster's raylets read theirs.
+# a core against any process at nice 0, the sweep's own driver among them (its imports and the
+# store's opening: about 7 CPU-seconds of a smoke sweep), so a busy machine starves the trials,
+# not the bookkeeping (docs/benchmarks.md, "Ray's worker niceness"). A user's own
+# RAY_worker_niceness wins; a cluster's raylets read their own.
 WORKER_NICENESS_ENV, LOCAL_WORKER_NICENESS = "RAY_worker_niceness", "0"
 FORWARDED = frozenset({OUTAGE_ENV, "MLFLOW_DISABLE_TELEMETRY"})
 HTTP_ENV = "MLFLOW_HTTP_REQUEST_"  # MLflow's client retries and time-outs
