@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from trainers.corpus.manifest import TOKENIZER, manifest_hash
+from trainers.corpus.manifest import TOKENIZER, check_manifest
 from trainers.corpus.tokenizer import load_tokenizer
 
 if TYPE_CHECKING:
@@ -59,11 +59,9 @@ def codec_of(data: DataConfig) -> Codec:
             f"written for {', '.join(TEXT_SOURCES)} only"
         )
     folder = Path(data.path).expanduser()
-    if data.manifest and manifest_hash(folder) != data.manifest:
-        raise ValueError(
-            f"data.manifest: {folder} now has manifest {manifest_hash(folder)}, not "
-            f"{data.manifest}; its tokenizer may not be the one this model was trained with"
-        )
+    check_manifest(
+        folder, data.manifest, "its tokenizer may not be the one this model was trained with"
+    )
     path = folder / TOKENIZER
     if not path.is_file():
         raise ValueError(f"data.path: {folder} has no {TOKENIZER} (nas data prepare writes it)")

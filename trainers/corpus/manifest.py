@@ -44,6 +44,13 @@ def _manifest_path(folder: Path) -> Path:
     return path
 
 
+def check_manifest(folder: Path, expected: str, why: str) -> None:
+    """ValueError, one line ending in ``why``, when a configuration's ``data.manifest``
+    (``expected``; '' checks nothing) is no longer the manifest of the folder it names."""
+    if expected and (found := manifest_hash(folder)) != expected:
+        raise ValueError(f"data.manifest: {folder} now has manifest {found}, not {expected}; {why}")
+
+
 @dataclass(frozen=True)
 class Manifest:
     """The parts of a manifest a reader needs; ``raw`` keeps the whole."""

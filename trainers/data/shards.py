@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from trainers.config import DataConfig
-from trainers.corpus.manifest import manifest_hash, read_manifest
+from trainers.corpus.manifest import check_manifest, read_manifest
 from trainers.corpus.shard import open_shard
 from trainers.data.source import SOURCES, DataSource, TokenCorpus
 
@@ -53,11 +53,7 @@ def _split(folder: Path, files: list[tuple[str, int]], split: str) -> np.ndarray
 @SOURCES.register("shards")
 def load_shards(cfg: DataConfig) -> DataSource:
     folder = Path(cfg.path).expanduser()
-    if cfg.manifest and manifest_hash(folder) != cfg.manifest:
-        raise ValueError(
-            f"data.manifest: {folder} now has manifest {manifest_hash(folder)}, not "
-            f"{cfg.manifest}; it was prepared again since this configuration was built"
-        )
+    check_manifest(folder, cfg.manifest, "it was prepared again since this configuration was built")
     m = read_manifest(folder)
     train, val = (_split(folder, m.shards[s], s) for s in ("train", "val"))
     # The mean of token_bytes over the validation tokens: bits per byte is then the validation
