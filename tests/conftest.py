@@ -25,6 +25,7 @@ from typing import Any
 
 import pytest
 
+from nas.tune_run import LOCAL_WORKER_NICENESS, WORKER_NICENESS_ENV
 from tests.cli import run_nas
 from tests.postgres import drop_leftovers, postgres_db
 from tests.ray_cluster import pids_naming, stop, stop_shared
@@ -38,10 +39,9 @@ __all__ = ["pg_server", "postgres_db"]
 SESSION_MARK = f"NAS_TEST_SESSION={secrets.token_hex(8)}"
 os.environ[SESSION_MARK.split("=")[0]] = SESSION_MARK.split("=")[1]
 # The clusters the suite starts with `ray start` run their trials at the niceness a local sweep's
-# get (nas.tune_run.LOCAL_WORKER_NICENESS), not Ray's 15: beside the other pytest worker's tests,
-# trials at 15 wait on everything else (the suite: 24 min 53 s at 15, 22 min 41 s at 0, one
-# clean-clone run each on a 2-core machine).
-os.environ.setdefault("RAY_worker_niceness", "0")
+# get, not Ray's 15: beside the other pytest worker's tests, trials at 15 wait on everything else
+# (docs/benchmarks.md, "Ray's worker niceness").
+os.environ.setdefault(WORKER_NICENESS_ENV, LOCAL_WORKER_NICENESS)
 
 TESTS = Path(__file__).parent
 SLOW_MODULES = frozenset(

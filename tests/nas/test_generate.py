@@ -159,16 +159,14 @@ def test_a_model_of_a_prepared_corpus_speaks_its_tokenizer(
     """A model trained on shards (a BPE of 300 ids) reads its prompt and writes its continuation
     through the corpus's own tokenizer: the prompt comes back whole, ids past the byte range
     included; once the corpus is prepared again, its tokenizer is no longer trusted (exit 2)."""
+    from tests.corpus import VOCAB, prepared_corpus
     from trainers.corpus.codec import codec_of
     from trainers.corpus.manifest import pinned
-    from trainers.corpus.prepare import PrepareConfig, prepare
 
-    src = tmp_path / "src"
-    src.mkdir()
-    for i in range(40):
-        (src / f"d{i}.txt").write_text(f"def f{i}(x):\n    return x + {i}\n")
-    corpus = tmp_path / "corpus"
-    prepare(PrepareConfig(source=src, out=corpus, vocab_size=300, val_fraction=0.3, progress=False))
+    def document(i: int) -> str:
+        return f"def f{i}(x):\n    return x + {i}\n"
+
+    corpus = prepared_corpus(tmp_path, document)
     cfg = pinned(  # as nas train and a sweep build it: data.manifest filled in
         from_dict(
             {
@@ -177,7 +175,7 @@ def test_a_model_of_a_prepared_corpus_speaks_its_tokenizer(
                     "n_heads": 2,
                     "n_layers": 1,
                     "seq_len": 16,
-                    "vocab_size": 300,
+                    "vocab_size": VOCAB,
                 },
                 "train": {"batch_size": 4, "max_steps": 2, "val_every": 2, "val_batches": 1},
                 "data": {"source": "shards", "path": str(corpus)},
@@ -193,8 +191,7 @@ def test_a_model_of_a_prepared_corpus_speaks_its_tokenizer(
     code, out, err = _generate(capsys, *words)
     assert code == 0, err
     assert out.startswith(prompt) and len(out) > len(prompt) + 1
-    (src / "d0.txt").write_text("other text\n")
     shutil.rmtree(corpus)
-    prepare(PrepareConfig(source=src, out=corpus, vocab_size=300, val_fraction=0.3, progress=False))
+    prepared_corpus(tmp_path, lambda i: "other text\n" if i == 0 else document(i))
     code, out, err = _generate(capsys, *words)
     assert code == 2 and out == "" and err.count("\n") == 1 and "data.manifest" in err, err

@@ -388,16 +388,13 @@ def _kill_processes_naming(text: str) -> None:
 def test_a_trial_on_shards_records_the_manifest_hash(tmp_path: Path) -> None:
     """A sweep on a corpus ``nas data prepare`` wrote: every trial records the corpus's
     manifest hash as its ``data.manifest`` param (what keeps trials on other data apart)."""
+    from tests.corpus import VOCAB, prepared_corpus
     from trainers.corpus.manifest import manifest_hash
-    from trainers.corpus.prepare import PrepareConfig, prepare
 
-    src = tmp_path / "src"
-    src.mkdir()
-    for i in range(40):
-        (src / f"d{i}.txt").write_text(f"document {i}: words and more words, {i} times over\n")
-    corpus = tmp_path / "corpus"
-    prepare(PrepareConfig(source=src, out=corpus, vocab_size=300, val_fraction=0.3, progress=False))
-    sets = ["data.source=shards", f"data.path={corpus}", "model.vocab_size=300"]
+    corpus = prepared_corpus(
+        tmp_path, lambda i: f"document {i}: words and more words, {i} times over\n"
+    )
+    sets = ["data.source=shards", f"data.path={corpus}", f"model.vocab_size={VOCAB}"]
     proc = _sweep(tmp_path, "smoke", *(a for s in sets for a in ("--set", s)))
     assert proc.returncode == 0, proc.stderr[-3000:]
     runs, _ = _runs(tmp_path, "smoke")
