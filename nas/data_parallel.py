@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from nas.checkpoints import CKPT_NAME
 from nas.tracking import SweepRecord, TrialRun
-from trainers.config import RunConfig
+from trainers.config import RunConfig, micro_steps
 
 if TYPE_CHECKING:  # torch: not for the driver, which imports this for the plan's checks
     from trainers.run import TrainResult
@@ -57,14 +57,11 @@ class TrialLink:
 
 
 def check_split(cfg: RunConfig, workers: int) -> None:
-    """ValueError unless ``workers`` is at least 1 and divides the global batch."""
+    """ValueError unless ``workers`` is at least 1 and splits the global batch into equal
+    shares, each a whole number of micro-batches."""
     if workers < 1:
         raise ValueError(f"workers: {workers} must be at least 1")
-    if cfg.train.batch_size % workers:
-        raise ValueError(
-            f"train.batch_size: {cfg.train.batch_size} does not split evenly over {workers} "
-            "workers; data-parallel ranks each take an equal share of every batch"
-        )
+    micro_steps(cfg.train, workers)
 
 
 def train_data_parallel(

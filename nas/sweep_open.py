@@ -35,7 +35,7 @@ from nas.trial import SweepContext
 from record.client import unopenable
 from record.redact import redact
 from record.schema import SKIPPED_FILE, SPACE_FILE, Tag
-from trainers.config import flatten
+from trainers.config import flatten, without_execution
 
 
 def begin(
@@ -49,7 +49,7 @@ def begin(
     if stored is not None and not opts.restart:
         p = replace(p, campaign=p.campaign.given(stored.trials))
         reason = p.campaign.refuses(_stored_state(stored, p.campaign.state_file)) or conflicts(
-            stored, flatten(p.base), p.specs
+            stored, without_execution(flatten(p.base)), p.specs
         )
         if reason:
             raise ValueError(refusal(p.name, reason))

@@ -53,6 +53,9 @@ SourcesName = Literal["outputs", "deltas", "cumulative"]
 ParametrizationName = Literal["sp", "mup", "depth_mup", "completep"]
 DataSource = Literal["stdlib", "text", "tokens", "shards", "synthetic"]
 Precision = Literal["auto", "32-true", "64-true", "bf16-mixed", "16-mixed", "bf16-true"]
+# What a training step recomputes in its backward instead of keeping from the forward
+# (trainers.checkpointing): nothing, or each sublayer's branch (norm, attention or MLP, norm).
+Checkpointing = Literal["none", "sublayer"]
 
 # The validity matrix: the placements each residual type is defined for (each entry of
 # trainers.catalogue says why in its module and docs row).
@@ -399,7 +402,21 @@ class TrainConfig:
     """Optimization and the Lightning Trainer."""
 
     seed: int = _help("Seed for initialization, data order and dropout.", 0)
-    batch_size: int = _help("Sequences per optimizer step.", 16)
+    batch_size: int = _help(
+        "Sequences per optimizer step: the global batch, over every data-parallel worker.", 16
+    )
+    micro_batch: int = _help(
+        "Sequences one forward holds on one device: each worker accumulates its share of the "
+        "global batch in micro-batches of this size (0: its whole share at once). How a step "
+        "runs, not what it trains: not part of a trial's identity.",
+        0,
+    )
+    checkpointing: Checkpointing = _help(
+        "Activation checkpointing: 'sublayer' keeps only each sublayer's inputs and recomputes "
+        "its branch (norm, attention or MLP, norm) in the backward, for every wiring; 'none' "
+        "keeps everything. Same gradients either way: not part of a trial's identity.",
+        "none",
+    )
     max_steps: int = _help(
         "Optimizer steps (with target_flops or tokens_per_param: derived from the budget; leave "
         "it at its default).",
@@ -462,9 +479,11 @@ class TrainConfig:
     def __post_init__(self) -> None:
         s = "train"
         _choices(s, "precision", self.precision, get_args(Precision))
+        _choices(s, "checkpointing", self.checkpointing, get_args(Checkpointing))
         for name in ("batch_size", "max_steps", "val_every", "val_batches", "log_every"):
             _at_least(s, name, getattr(self, name), 1)
         _at_least(s, "warmup_steps", self.warmup_steps, 0)
+        _check_micro_batch(self.batch_size, self.micro_batch)
         # ranges, not lower bounds: a NaN or infinite budget fails them
         _in_range(s, "target_flops", self.target_flops, 0.0, 1e30)
         _in_range(s, "tokens_per_param", self.tokens_per_param, 0.0, 1e9)
@@ -488,6 +507,42 @@ class TrainConfig:
                 f"{s}.routing_alarm: {self.routing_alarm!r} is out of range; allowed: above 0, "
                 "up to 1 (a top-1 mass)"
             )
+
+
+def _check_micro_batch(batch_size: int, micro_batch: int) -> None:
+    if micro_batch < 0:
+        raise ValueError(
+            f"train.micro_batch: {micro_batch} is negative; allowed: 0 (the whole batch) or a "
+            "divisor of train.batch_size"
+        )
+    if micro_batch > batch_size:
+        raise ValueError(
+            f"train.micro_batch: {micro_batch} is larger than train.batch_size {batch_size}; "
+            "allowed: 0 (the whole batch) or a divisor of the batch"
+        )
+    if micro_batch and batch_size % micro_batch:
+        raise ValueError(
+            f"train.micro_batch: {micro_batch} does not divide train.batch_size {batch_size}; "
+            "allowed: 0 (the whole batch) or a divisor of the batch"
+        )
+
+
+def micro_steps(t: TrainConfig, workers: int = 1) -> int:
+    """Micro-batches each of ``workers`` data-parallel workers accumulates per optimizer step;
+    ValueError naming the fields when the global batch does not split into them evenly."""
+    if t.batch_size % workers:
+        raise ValueError(
+            f"train.batch_size: {t.batch_size} does not split evenly over {workers} workers; "
+            "data-parallel workers each take an equal share of every batch"
+        )
+    share = t.batch_size // workers
+    if t.micro_batch and share % t.micro_batch:
+        raise ValueError(
+            f"train.micro_batch: {t.micro_batch} does not divide each worker's share ({share}) "
+            f"of train.batch_size {t.batch_size} over {workers} workers; allowed: a divisor of "
+            f"{share}, or 0 (the whole share at once)"
+        )
+    return share // t.micro_batch if t.micro_batch else 1
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -554,11 +609,23 @@ def flatten(cfg: RunConfig) -> dict[str, Any]:
     return {f"{s}.{k}": v for s, sec in to_dict(cfg).items() for k, v in sec.items()}
 
 
+# How a run executes, not what it trains: two configurations that differ only here train the same
+# model on the same batches to the same parameters (up to the order of float sums), so the trial
+# key ignores them and a sweep may change them between invocations. The record keeps them.
+EXECUTION_FIELDS: frozenset[str] = frozenset({"train.micro_batch", "train.checkpointing"})
+
+
+def without_execution(flat: dict[str, Any]) -> dict[str, Any]:
+    """A flattened configuration without ``EXECUTION_FIELDS``."""
+    return {k: v for k, v in flat.items() if k not in EXECUTION_FIELDS}
+
+
 def flatten_read(cfg: RunConfig) -> dict[str, Any]:
-    """``flatten`` without the model fields ``cfg`` does not read (``trainers.identity``): what
-    two configurations must agree on to build the same model."""
+    """``flatten`` without the model fields ``cfg`` does not read (``trainers.identity``) and
+    without ``EXECUTION_FIELDS``: what two configurations must agree on to train the same
+    model the same way."""
     unread = {f"model.{name}" for name in unread_fields(cfg.model)}
-    return {k: v for k, v in flatten(cfg).items() if k not in unread}
+    return {k: v for k, v in without_execution(flatten(cfg)).items() if k not in unread}
 
 
 def valid_wirings() -> list[tuple[str, str, str, str]]:

@@ -7,7 +7,7 @@ from typing import Any
 import lightning as L
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
-from trainers.config import DataConfig, ModelConfig, RunConfig
+from trainers.config import DataConfig, ModelConfig, RunConfig, micro_steps
 from trainers.data import SOURCES, DataSource
 
 
@@ -37,10 +37,7 @@ class LMDataModule(L.LightningDataModule):
         t, ranks = self.cfg.train, self.trainer.world_size if self.trainer else 1
         if ranks == 1:
             return DataLoader(dataset, batch_size=t.batch_size, shuffle=False)
-        if t.batch_size % ranks:
-            raise ValueError(
-                f"train.batch_size: {t.batch_size} does not split evenly over {ranks} workers"
-            )
+        micro_steps(t, ranks)  # ValueError unless the shares are equal whole micro-batches
         rank = self.trainer.global_rank if self.trainer else 0
         share = DistributedSampler[Any](dataset, num_replicas=ranks, rank=rank, shuffle=False)
         return DataLoader(dataset, batch_size=t.batch_size // ranks, sampler=share)

@@ -12,7 +12,9 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+import torch
 from torch import Tensor, nn
+from torch.utils.checkpoint import checkpoint
 
 from trainers.attention import ATTENTIONS, LayerMemory
 from trainers.config import ModelConfig
@@ -37,7 +39,14 @@ class Branch(nn.Module):
 
     A branch takes as many inputs as its site hands it (``Residual.inputs``): one by default;
     an attention fed separate key and value inputs (MUDDFormer) takes three, and each input
-    after the first has its own input norm, filled like ``norm_in`` (``kv_norms``)."""
+    after the first has its own input norm, filled like ``norm_in`` (``kv_norms``).
+
+    ``checkpointed`` (``trainers.checkpointing``): in training, keep only the inputs and
+    recompute the branch in the backward. A branch is a pure function of its inputs (the wiring's
+    state, which later sites append to, stays outside it), so every wiring can be checkpointed
+    here and the recomputation is exact, dropout included (its RNG state is replayed)."""
+
+    checkpointed = False
 
     def __init__(
         self,
@@ -56,6 +65,11 @@ class Branch(nn.Module):
         self.kv_norms = nn.ModuleList(extra_norms)
 
     def forward(self, x: Tensor, *extra: Tensor) -> Tensor:
+        if self.checkpointed and self.training and torch.is_grad_enabled():
+            return checkpoint(self._branch, x, *extra, use_reentrant=False)
+        return self._branch(x, *extra)
+
+    def _branch(self, x: Tensor, *extra: Tensor) -> Tensor:
         inputs = [self._scaled(self.norm_in(x))]
         inputs += [self._scaled(n(z)) for n, z in zip(self.kv_norms, extra, strict=True)]
         y = self.drop(self.norm_out(self.layer(*inputs)))

@@ -10,6 +10,7 @@ import torch
 from torch import Tensor
 
 from record.schema import Metric
+from trainers.checkpointing import enable_checkpointing
 from trainers.config import RunConfig, TrainConfig, flatten
 from trainers.loss import lm_loss
 from trainers.model import DeepTransformer
@@ -32,12 +33,27 @@ def lr_factor(step: int, cfg: TrainConfig) -> float:
     return cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * cosine
 
 
+def micro_chunks(x: Tensor, y: Tensor, micro_batch: int) -> list[tuple[Tensor, Tensor]]:
+    """A batch as consecutive micro-batches of ``micro_batch`` sequences (0: the batch)."""
+    if not micro_batch or micro_batch >= len(x):
+        return [(x, y)]
+    return list(zip(x.split(micro_batch), y.split(micro_batch), strict=True))
+
+
 class LanguageModelModule(L.LightningModule):
+    """One optimizer step per training batch (this rank's share of the global batch), taken
+    by hand: the share is accumulated in ``train.micro_batch`` micro-batches, each loss scaled
+    by 1/k so that the summed gradient is the gradient of the share's mean loss; then the
+    gradient norm is clipped, the optimizer and the schedule step. Every count of steps
+    (Lightning's ``global_step``, validation, logging, callbacks) is one of optimizer steps."""
+
     def __init__(self, cfg: RunConfig, bytes_per_token: float | None = None) -> None:
         super().__init__()
         self.cfg = cfg
         self.bytes_per_token = bytes_per_token
         self.model = DeepTransformer(cfg.model)
+        enable_checkpointing(self.model, cfg.train.checkpointing)
+        self.automatic_optimization = False  # training_step accumulates and steps itself
         self.save_hyperparameters(flatten(cfg))  # dotted names, as MLflow records them
 
     def forward(self, idx: Tensor) -> Tensor:
@@ -51,16 +67,38 @@ class LanguageModelModule(L.LightningModule):
         self.logger.log_metrics(group_record(groups, self.cfg.train), step=0)
 
     def training_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> Tensor:
-        x, y = batch
-        loss = lm_loss(self.model(x), y)
+        optimizer = self.optimizers()
+        chunks = micro_chunks(*batch, self.cfg.train.micro_batch)
+        optimizer.zero_grad()  # type: ignore[union-attr]
+        total = torch.zeros((), device=self.device)
+        for i, (x, y) in enumerate(chunks):
+            # data-parallel: gradients are averaged over ranks once, at the last micro-batch
+            with optimizer.toggle_model(sync_grad=i == len(chunks) - 1):  # type: ignore[union-attr]
+                loss = lm_loss(self.model(x), y)
+                # equal micro-batches: the mean of their means is the share's mean loss
+                self.manual_backward(loss / len(chunks) if len(chunks) > 1 else loss)
+            total += loss.detach()
+        loss = total / len(chunks) if len(chunks) > 1 else total
+        self._step(optimizer)
         # sync_dist: data-parallel ranks log (and judge divergence by) the mean over the global
         # batch, not their own share; on one device it is the value itself
         self.log(Metric.TRAIN_LOSS, loss, prog_bar=True, sync_dist=True)
         return loss
 
+    def _step(self, optimizer: Any) -> None:
+        """Clip the accumulated gradient's norm, step the optimizer, then the schedule."""
+        if self.cfg.train.grad_clip:
+            clip = self.cfg.train.grad_clip
+            self.clip_gradients(optimizer, gradient_clip_val=clip, gradient_clip_algorithm="norm")
+        optimizer.step()
+        self.lr_schedulers().step()  # type: ignore[union-attr]
+
     def validation_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> None:
         x, y = batch
-        loss = lm_loss(self.model(x), y)
+        # in micro-batches, as training holds them: a validation batch is a training batch's size
+        chunks = micro_chunks(x, y, self.cfg.train.micro_batch)
+        losses = [lm_loss(self.model(cx), cy) for cx, cy in chunks]
+        loss = losses[0] if len(losses) == 1 else torch.stack(losses).mean()
         self.log(Metric.VAL_LOSS, loss, prog_bar=True, batch_size=len(x), sync_dist=True)
         if self.bytes_per_token:
             bpb = bits_per_byte(loss, self.bytes_per_token)

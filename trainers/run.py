@@ -244,7 +244,7 @@ def _trainer(
         check_val_every_n_epoch=None,
         limit_val_batches=t.val_batches,
         num_sanity_val_steps=0,
-        gradient_clip_val=t.grad_clip or None,
+        # no gradient_clip_val: the module steps by hand and clips its accumulated gradient
         log_every_n_steps=t.log_every,
         logger=logger if logger is not None else CSVLogger(out_dir, name="", version=""),
         callbacks=callbacks,
