@@ -43,7 +43,8 @@ def add_sweep_parser(sub: Any) -> None:
         metavar="N",
         help="train each trial data-parallel over N Ray Train workers (N GPUs, or N CPU "
         "processes), each reserving --cpus-per-trial and --gpus-per-trial; train.batch_size "
-        "stays the global batch and must divide by N (default 1: one process)",
+        "stays the global batch and must divide by N, each worker's share by "
+        "train.micro_batch (default 1: one process)",
     )
     p.add_argument("--max-steps", type=int, help="override train.max_steps for every trial")
     p.add_argument(

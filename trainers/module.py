@@ -10,6 +10,7 @@ import torch
 from torch import Tensor
 
 from record.schema import Metric
+from trainers.accumulate import accumulate_gradients, micro_chunks
 from trainers.checkpointing import enable_checkpointing
 from trainers.config import RunConfig, TrainConfig, flatten
 from trainers.loss import lm_loss
@@ -31,13 +32,6 @@ def lr_factor(step: int, cfg: TrainConfig) -> float:
     progress = min(1.0, (step - cfg.warmup_steps) / span)
     cosine = 0.5 * (1 + math.cos(math.pi * progress))
     return cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * cosine
-
-
-def micro_chunks(x: Tensor, y: Tensor, micro_batch: int) -> list[tuple[Tensor, Tensor]]:
-    """A batch as consecutive micro-batches of ``micro_batch`` sequences (0: the batch)."""
-    if not micro_batch or micro_batch >= len(x):
-        return [(x, y)]
-    return list(zip(x.split(micro_batch), y.split(micro_batch), strict=True))
 
 
 class LanguageModelModule(L.LightningModule):
@@ -67,18 +61,16 @@ class LanguageModelModule(L.LightningModule):
         self.logger.log_metrics(group_record(groups, self.cfg.train), step=0)
 
     def training_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> Tensor:
-        optimizer = self.optimizers()
-        chunks = micro_chunks(*batch, self.cfg.train.micro_batch)
-        optimizer.zero_grad()  # type: ignore[union-attr]
-        total = torch.zeros((), device=self.device)
-        for i, (x, y) in enumerate(chunks):
+        optimizer: Any = self.optimizers()
+        optimizer.zero_grad()
+        loss = accumulate_gradients(
+            self.model,
+            *batch,
+            self.cfg.train.micro_batch,
+            self.manual_backward,
             # data-parallel: gradients are averaged over ranks once, at the last micro-batch
-            with optimizer.toggle_model(sync_grad=i == len(chunks) - 1):  # type: ignore[union-attr]
-                loss = lm_loss(self.model(x), y)
-                # equal micro-batches: the mean of their means is the share's mean loss
-                self.manual_backward(loss / len(chunks) if len(chunks) > 1 else loss)
-            total += loss.detach()
-        loss = total / len(chunks) if len(chunks) > 1 else total
+            lambda last: optimizer.toggle_model(sync_grad=last),
+        )
         self._step(optimizer)
         # sync_dist: data-parallel ranks log (and judge divergence by) the mean over the global
         # batch, not their own share; on one device it is the value itself
