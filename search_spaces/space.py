@@ -20,7 +20,7 @@ from record.schema import FINAL_OF, Metric
 from search_spaces.distributions import Distribution, from_data
 from search_spaces.lr_stage import LrStage
 from trainers.budget import resolve_budget
-from trainers.config import ModelConfig, RunConfig, to_dict
+from trainers.config import EXECUTION_FIELDS, ModelConfig, RunConfig, to_dict
 from trainers.config_io import from_dict, nest
 from trainers.corpus.manifest import pinned
 from trainers.identity import unread_fields
@@ -88,6 +88,20 @@ class Space:
                     raise ValueError(f"params.{key}: {err}") from None
         if self.tune is not None:
             _check_tune(self, self.tune)
+        _check_no_execution_axis(self)
+
+
+def _check_no_execution_axis(space: Space) -> None:
+    """How a trial runs (``trainers.config.EXECUTION_FIELDS``) is no axis of a comparison: two
+    arms that differ only there train one model the same way."""
+    varied = [(f"params.{k}", k) for k in space.params]
+    varied += [(f"arms.{name}.{k}", k) for name, arm in space.arms.items() for k in arm]
+    for where, key in varied:
+        if key in EXECUTION_FIELDS:
+            raise ValueError(
+                f"{where}: how a trial runs, not what it trains (every value trains the same "
+                "model the same way); set it in base or with nas sweep --set"
+            )
 
 
 def _check_tune(space: Space, stage: LrStage) -> None:

@@ -135,7 +135,10 @@ def test_a_two_worker_trial_records_what_one_process_does_and_survives_a_killed_
 
     - what one process does: up to the first checkpoint (steps 0-19, which the first attempt
       trained uninterrupted) the loss curve and validation equal the same trial trained in one
-      process within RTOL; the parameters are the same, the dilution profile is written once
+      process within RTOL, though each worker accumulates its share of 4 sequences in two
+      micro-batches of 2 (``train.micro_batch``, gradients averaged over the workers once per
+      step) where the one process takes its 8 at once; the parameters are the same but that
+      execution field, the dilution profile is written once
       per validation (rank 0 alone measures and writes), and the cost counts both workers;
     - a killed worker: SIGKILL of one worker once a checkpoint is registered makes Tune retry
       the trial, which resumes from the newest checkpoint of its key into the same run. The
@@ -150,7 +153,7 @@ def test_a_two_worker_trial_records_what_one_process_does_and_survives_a_killed_
         target=_kill_a_worker_once_checkpointed, args=(tmp_path / "ray", killed)
     )
     killer.start()
-    proc = _sweep(tmp_path, "kill", "--workers-per-trial", "2")
+    proc = _sweep(tmp_path, "kill", "--workers-per-trial", "2", "--set", "train.micro_batch=2")
     killer.join()
     assert killed, "no worker was found to kill"
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
@@ -159,7 +162,7 @@ def test_a_two_worker_trial_records_what_one_process_does_and_survives_a_killed_
     (single, client), (run, _) = _trial(tmp_path, "one"), _trial(tmp_path, "kill")
     assert run.info.status == "FINISHED" and run.data.tags[Tag.STATUS] == "finished"
     assert run.data.metrics[Metric.FINAL_STEPS] == 80
-    assert run.data.params == single.data.params
+    assert run.data.params == {**single.data.params, "train.micro_batch": "2"}
     val, train = (_history(client, run.info.run_id, k) for k in ("val/loss", "train/loss"))
     assert sorted(val) == list(range(19, 80, 20)) and sorted(train) == list(range(80))
     for key, steps in (("train/loss", range(20)), ("val/loss", [19])):

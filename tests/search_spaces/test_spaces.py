@@ -220,6 +220,8 @@ def test_user_space_file(tmp_path: Path) -> None:
         ("params: [1\n", "not valid YAML"),
         ("objectives: [{metric: accuracy}]\n", "unknown metric 'accuracy'; allowed: val/loss"),
         ("objectives: [{metric: params}, {metric: params}]\n", "each metric may appear once"),
+        ("params: {train.micro_batch: [2, 4]}\n", "params.train.micro_batch: how a trial runs"),
+        ("arms: {a: {train.checkpointing: sublayer}}\n", "arms.a.train.checkpointing: how a"),
     ],
 )
 def test_bad_space_files_name_the_file_and_key(tmp_path: Path, text: str, match: str) -> None:
