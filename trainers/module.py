@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from contextlib import nullcontext
 from typing import Any
 
 import lightning as L
@@ -69,7 +70,7 @@ class LanguageModelModule(L.LightningModule):
             self.cfg.train.micro_batch,
             self.manual_backward,
             # data-parallel: gradients are averaged over ranks once, at the last micro-batch
-            lambda last: optimizer.toggle_model(sync_grad=last),
+            lambda last: nullcontext() if last else optimizer.toggle_model(sync_grad=False),
         )
         self._step(optimizer)
         # sync_dist: data-parallel ranks log (and judge divergence by) the mean over the global
