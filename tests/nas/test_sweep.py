@@ -240,6 +240,10 @@ def test_resume_without_a_stored_sweep_exits_2(tmp_path: Path) -> None:
         (["smoke", "--address", "127.0.0.1:1"], "no Ray cluster reachable"),
         (["smoke", "--storage-path", "/proc/nas-cannot-write-here"], "not a writable folder"),
         (["smoke", "--workers-per-trial", "3"], "train.batch_size: 4 does not split evenly"),
+        (
+            ["smoke", "--workers-per-trial", "2", "--set", "train.micro_batch=4"],
+            "train.micro_batch: 4 does not divide each worker's share (2)",
+        ),
         (["smoke", "--workers-per-trial", "0"], "and --workers-per-trial must be >= 1"),
     ],
 )
