@@ -34,7 +34,17 @@ from typing import Any
 
 import torch
 
-from benchmarks.common import Deadline, cli, config, free, interleaved, machine, md_table, sync
+from benchmarks.common import (
+    Deadline,
+    cli,
+    config,
+    cpu_peak_bytes,
+    free,
+    interleaved,
+    machine,
+    md_table,
+    sync,
+)
 from trainers.decoding import generate
 from trainers.model import DeepTransformer
 
@@ -96,29 +106,9 @@ def _timed(device: str, fn: Callable[[], object]) -> Callable[[], None]:
     return step
 
 
-def _cpu_peak_mb(fn: Callable[[], object]) -> float:
-    """The highest total of tensor bytes ``fn`` held at once: the profiler's allocation records
-    ("[memory]" events: + on allocation, - on free) summed in time order. NaN where this torch's
-    profiler does not expose them."""
-    from torch.profiler import ProfilerActivity, profile
-
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        fn()
-    try:
-        records = [e for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"]
-        records.sort(key=lambda e: e.start_ns())
-        held = peak = 0
-        for e in records:
-            held += e.nbytes()
-            peak = max(peak, held)
-    except AttributeError:  # a private surface: a torch without it gives no figure, not a wrong one
-        return float("nan")
-    return peak / 2**20
-
-
 def _peak_prefill_mb(model: DeepTransformer, idx: torch.Tensor, device: str) -> float:
     if not device.startswith("cuda"):
-        return _cpu_peak_mb(_timed(device, lambda: model.prefill(idx)))
+        return cpu_peak_bytes(_timed(device, lambda: model.prefill(idx))) / 2**20
     free(device)
     torch.cuda.reset_peak_memory_stats()
     before = torch.cuda.memory_allocated()

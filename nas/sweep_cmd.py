@@ -129,6 +129,15 @@ def add_sweep_parser(sub: Any) -> None:
         "GPU's dense bf16 or fp32 datasheet peak from trainers/device_cost.py, or a timed "
         "matmul on a CPU or an unlisted GPU); recorded per trial, not part of the plan",
     )
+    p.add_argument(
+        "--device-memory",
+        metavar="SIZE",
+        help="memory of one device, e.g. 80GiB, 24GB, 512MiB or bytes: a sweep any of whose "
+        "cells' memory plan (trainers/memory_plan.py: parameters, gradients, AdamW state, one "
+        "micro-batch's activations) exceeds it is refused before anything launches, with the "
+        "cheapest --set that fits (default: the GPU's own memory on a driver with GPUs; on a "
+        "CPU-only driver, no check)",
+    )
     p.add_argument("--verbose", action="store_true", help="show Ray's own output")
     p.set_defaults(run=run)
 
@@ -159,6 +168,7 @@ def _seeds(text: str | None) -> tuple[int, ...] | None:
 def options(args: argparse.Namespace) -> Any:
     """The parsed command as ``nas.sweep_plan.SweepOptions``; ValueError for values no sweep
     can take."""
+    from nas.memory_check import parse_size
     from nas.sweep_plan import SweepOptions
 
     if (
@@ -193,6 +203,7 @@ def options(args: argparse.Namespace) -> Any:
         time_budget_h=args.time_budget,
         study_storage=args.study_storage,
         peak_flops=args.peak_flops,
+        device_memory=None if args.device_memory is None else parse_size(args.device_memory),
         verbose=args.verbose,
     )
 

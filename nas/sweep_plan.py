@@ -47,6 +47,7 @@ class SweepOptions:
     time_budget_h: float | None = None  # launch no trial after this much wall time
     study_storage: str | None = None  # searches: the Optuna study in this database
     peak_flops: float | None = None  # FLOP/s for every trial's MFU instead of its device's peak
+    device_memory: int | None = None  # bytes per device every cell must fit (None: a GPU's own)
     verbose: bool = False
 
 
@@ -124,6 +125,7 @@ def plan(opts: SweepOptions) -> Plan:
     for line in campaign.notes:  # cells differing only in fields their model does not read
         print(line)
     _check_workers(opts.workers_per_trial, base, campaign.specs)
+    _check_memory(opts, base, campaign.specs)
     _check_address(opts.address or os.environ.get("RAY_ADDRESS"))
     store = writer_store(opts.tracking_uri)
     return Plan(campaign, name, storage, store.uri, store.exists)
@@ -148,6 +150,22 @@ def _check_workers(workers: int, base: RunConfig, specs: Sequence[TrialSpec]) ->
             check_split(cfg, workers)
     except ValueError as err:
         raise ValueError(f"--workers-per-trial {workers}: {err}") from None
+
+
+def _check_memory(opts: SweepOptions, base: RunConfig, specs: Sequence[TrialSpec]) -> None:
+    """Every cell's memory plan fits a device (``--device-memory``, or the driver's GPU where
+    it has one; a CPU-only driver without the flag checks nothing). A search's sampled sizes
+    are not known yet: its base configuration stands for them."""
+    from nas.memory_check import Target, check_cells, gpu_memory, has_cuda_driver
+
+    device = opts.device_memory or gpu_memory()
+    if device is None:
+        return
+    gpus = opts.gpus_per_trial
+    gpu = (gpus or 0) > 0 or (gpus is None and has_cuda_driver())
+    target = Target(device_bytes=device, gpu=gpu, workers=opts.workers_per_trial)
+    cells = {s.arm: s.config for s in specs} or {"base": base}
+    check_cells(cells.items(), target)
 
 
 def _check_study_storage(url: str, campaign: Campaign) -> None:
