@@ -380,10 +380,13 @@ def _mudd(m: ModelConfig) -> Tokens:
 
 def fixed_elements(m: ModelConfig) -> int:
     """Activations that do not grow with the tokens: each mHC site's three projections,
-    concatenated into one matrix for one product and kept for its backward."""
+    concatenated into one matrix for one product, and each static Hyper-Connections site's read
+    row and mixing matrix, kept for their backward."""
+    n = m.hc_streams
+    if m.residual == "hyper" and not m.hc_dynamic:
+        return m.n_sublayers * (n + 1) * n
     if m.residual not in ("mhc", "mhc_lite"):
         return 0
-    n = m.hc_streams
     res = n * n if m.residual == "mhc" else _factorial(n)
     return m.n_sublayers * n * m.d_model * (2 * n + res)
 

@@ -1,0 +1,152 @@
+"""The memory plan (``trainers.memory_plan``): what follows from its math, that its parameter
+count and saved activations are the implementation's, and one measured peak on a tiny model."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+from trainers.config import ModelConfig, RunConfig, TrainConfig, valid_wirings
+from trainers.memory_plan import (
+    ATTNRES_GROUP,
+    activation_tokens,
+    depth_state,
+    fixed_elements,
+    memory_plan,
+    param_count,
+)
+
+TINY = {"d_model": 32, "n_heads": 2, "seq_len": 16, "vocab_size": 64}
+WIRINGS = ("standard", "attnres", "block_attnres", "hyper", "mhc", "mhc_lite", "denseformer",
+           "mudd", "rezero", "laurel_rw", "laurel_lr")  # fmt: skip
+
+
+def _run(
+    residual: str = "standard", n_layers: int = 4, micro: int = 0, **train: object
+) -> RunConfig:
+    blocks = min(4, 2 * n_layers)
+    model = ModelConfig(residual=residual, n_layers=n_layers, attnres_blocks=blocks, **TINY)
+    return RunConfig(model=model, train=TrainConfig(batch_size=8, micro_batch=micro, **train))
+
+
+@pytest.mark.parametrize("residual", WIRINGS)
+def test_activations_scale_linearly_with_the_micro_batch(residual: str) -> None:
+    """Twice the micro-batch, twice the activations and the logits; the rest unchanged."""
+    two, four = memory_plan(_run(residual, micro=2)), memory_plan(_run(residual, micro=4))
+    fixed = fixed_elements(_run(residual).model) * 4  # mHC's concatenated maps, per step
+    assert four.activations - fixed == pytest.approx(2 * (two.activations - fixed), abs=2)
+    assert four.logits == 2 * two.logits
+    assert (four.params, four.states) == (two.params, two.states)
+
+
+@pytest.mark.parametrize("residual", WIRINGS)
+def test_checkpointing_lowers_the_activations_and_keeps_the_depth_state(residual: str) -> None:
+    """Checkpointing every sublayer keeps less, but not the wiring's depth state."""
+    none, sub = memory_plan(_run(residual)), memory_plan(_run(residual, checkpointing="sublayer"))
+    assert sub.activations < none.activations
+    assert sub.depth_state == none.depth_state
+
+
+def test_sharding_over_n_workers_divides_the_parameter_terms_by_n() -> None:
+    """FSDP over 4 workers: a quarter of the parameters, gradients and AdamW state per device;
+    the same micro-batch's activations."""
+    cfg = _run("attnres", micro=2)
+    whole, shard = memory_plan(cfg, workers=4), memory_plan(cfg, workers=4, sharded=True)
+    for name in ("params", "grads", "optimizer"):
+        assert getattr(shard, name) == pytest.approx(getattr(whole, name) / 4, rel=1e-3)
+    assert shard.activations == whole.activations
+
+
+def test_full_attnres_depth_state_grows_faster_than_linearly() -> None:
+    """Full AttnRes keeps every source's logits at every site: at twice the depth more than
+    twice the depth state (standard keeps none), and its activations grow faster than
+    standard's."""
+    state = {n: depth_state(_run("attnres", n).model) for n in (8, 16)}
+    assert state[16].wide + state[16].narrow > 2 * (state[8].wide + state[8].narrow)
+    assert depth_state(_run("standard", 16).model).wide == 0
+
+    def growth(residual: str) -> int:
+        return (
+            memory_plan(_run(residual, 16)).activations - memory_plan(_run(residual, 8)).activations
+        )
+
+    assert growth("attnres") > growth("standard")
+
+
+def test_the_plans_group_size_is_full_attnres_own() -> None:
+    """The plan counts phase 1's weights with the buffered path's own group size."""
+    from trainers.residual.attnres import GROUP_SIZE
+
+    assert ATTNRES_GROUP == GROUP_SIZE
+
+
+@pytest.mark.parametrize("wiring", valid_wirings(), ids="-".join)
+def test_the_parameter_count_is_the_built_models(wiring: tuple[str, str, str, str]) -> None:
+    """Every valid wiring, placement, norm and norm scaling: the plan's count is the model's."""
+    from trainers.model import DeepTransformer, num_params
+
+    residual, placement, norm, scaling = wiring
+    cfg = ModelConfig(residual=residual, placement=placement, norm=norm, norm_scaling=scaling,
+                      n_layers=2, attnres_blocks=2, **TINY)  # fmt: skip
+    assert param_count(cfg) == num_params(DeepTransformer(cfg))
+
+
+def _saved_per_token(cfg: ModelConfig, checkpointing: str) -> float:
+    """Elements the forward saves for its backward per token, each storage once, outside the
+    parameters (``saved_tensors_hooks``); the token ids are left out."""
+    from trainers.checkpointing import enable_checkpointing
+    from trainers.model import DeepTransformer
+
+    torch.manual_seed(0)
+    model = DeepTransformer(cfg).train()
+    enable_checkpointing(model, checkpointing)  # type: ignore[arg-type]
+    weights = {t.untyped_storage().data_ptr() for t in [*model.parameters(), *model.buffers()]}
+    saved: dict[int, int] = {}
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        s = t.untyped_storage()
+        if s.data_ptr() not in weights and t.dtype.is_floating_point:
+            saved[s.data_ptr()] = s.nbytes()
+        return t
+
+    idx = torch.randint(0, cfg.vocab_size, (2, cfg.seq_len))
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        model(idx)
+    return (sum(saved.values()) / 4 - fixed_elements(cfg)) / idx.numel()
+
+
+@pytest.mark.parametrize("residual", ("standard", "hyper", "denseformer", "rezero", "laurel_lr"))
+@pytest.mark.parametrize("checkpointing", ("none", "sublayer"))
+def test_the_activation_terms_are_what_the_forward_saves(residual: str, checkpointing: str) -> None:
+    """Per token, the plan's branches and depth state are exactly the tensors the forward saves
+    (less the backward's own: the stream's gradients and, checkpointed, the recomputed branch)."""
+    cfg = _run(residual, 3).model
+    planned = activation_tokens(cfg, checkpointing) + depth_state(cfg)  # type: ignore[arg-type]
+    backward = 2 * cfg.d_model  # the working gradients
+    if checkpointing == "sublayer":
+        backward += 3 * cfg.d_model + 2 * cfg.mlp_hidden + 1  # the MLP branch, recomputed
+    expected = planned.wide + planned.narrow - backward
+    assert _saved_per_token(cfg, checkpointing) == pytest.approx(expected, rel=1e-6)
+
+
+@pytest.mark.parametrize("residual", ("standard", "attnres", "mhc"))
+def test_the_plan_is_within_a_quarter_of_a_measured_step_peak(residual: str) -> None:
+    """A tiny float32 training step of two micro-batches, profiled on the CPU: the estimate
+    lies within 25% of the measured peak (benchmarks/memory_plan.py measures it at scale)."""
+    from benchmarks.memory_plan import measure_peak, run_config
+
+    cfg = run_config(residual, 2, 2, {**TINY, "seq_len": 32}, "none")
+    assert abs(measure_peak(cfg)["error"]) < 0.25
+
+
+def test_auto_precision_is_bf16_mixed_on_a_gpu_and_float32_on_a_cpu() -> None:
+    """'auto' resolves as trainers.run does; mixed precision halves the narrow activations and
+    adds a half-precision copy of the weights."""
+    cfg = _run("standard", micro=2)
+    gpu, cpu = memory_plan(cfg, gpu=True), memory_plan(cfg, gpu=False)
+    assert (gpu.precision, cpu.precision) == ("bf16-mixed", "32-true")
+    assert gpu.activations < cpu.activations and gpu.weight_copies == cpu.params // 2
+    f32 = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, precision="32-true"))
+    assert memory_plan(f32, gpu=True) == cpu
