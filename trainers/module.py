@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import math
 from contextlib import nullcontext
 from typing import Any
@@ -23,6 +24,9 @@ __all__ = ["LanguageModelModule", "group_record", "lm_loss", "optimizer_groups",
 
 def bits_per_byte(loss: Tensor, bytes_per_token: float) -> Tensor:
     return loss / math.log(2) / bytes_per_token
+
+
+_EPOCH = "epoch_loop"  # the fit loop's training epoch, as Lightning names it in a checkpoint
 
 
 def lr_factor(step: int, cfg: TrainConfig) -> float:
@@ -53,6 +57,17 @@ class LanguageModelModule(L.LightningModule):
 
     def forward(self, idx: Tensor) -> Tensor:
         return self.model(idx)
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        """A checkpoint written while Lightning stepped the optimizer (before this module took
+        its steps by hand) counts them in the automatic loop's progress, while ``global_step``
+        now reads the manual loop's: carry the count over, or a resumed trial would start again
+        at step 0 and record its steps twice. Lightning restores the loops after this hook."""
+        loops = checkpoint.get("loops", {}).get("fit_loop", {})
+        auto = loops.get(f"{_EPOCH}.automatic_optimization.optim_progress")
+        manual = f"{_EPOCH}.manual_optimization.optim_step_progress"
+        if auto and not loops.get(manual, {}).get("total", {}).get("completed"):
+            loops[manual] = copy.deepcopy(auto["optimizer"]["step"])
 
     def on_train_start(self) -> None:
         """A parametrized run records its optimizer groups once (sp's two are the rule)."""
