@@ -13,6 +13,10 @@ file). A worker that dies fails the fit (Ray Train does not restart the group it
 caller starts it again from the newest checkpoint, as a sweep's trial does through Tune's retry
 (``nas.trial``), so that one mechanism, the same as a single-device trial's, resumes both.
 
+With ``Workers(strategy="fsdp")`` the model is sharded instead of replicated (FSDP2, each
+Transformer block one unit: ``trainers.sharding``, ``nas.fsdp_strategy``), for a model larger
+than one device's memory: the same math, record and checkpoints (gathered whole by rank 0).
+
 In a sweep (``nas sweep --workers-per-trial N``) the fit is tied to its trial (``TrialLink``):
 rank 0 writes the MLflow run the trial process opened and will end, the checkpoints carry the
 trial's key and lie where ``nas.checkpoints`` looks for them, and every validation reaches
@@ -25,7 +29,7 @@ import pickle
 import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from nas.checkpoints import CKPT_NAME
 from nas.tracking import SweepRecord, TrialRun
@@ -36,14 +40,32 @@ if TYPE_CHECKING:  # torch: not for the driver, which imports this for the plan'
 
 RESULT_NAME = "train-result.pkl"  # rank 0's TrainResult, in the run's one reported checkpoint
 
+# ddp: every worker holds the whole model; fsdp: each holds a 1/N shard of every block
+Strategy = Literal["ddp", "fsdp"]
+STRATEGIES: tuple[Strategy, ...] = get_args(Strategy)
+
 
 @dataclass(frozen=True)
 class Workers:
-    """A data-parallel group: how many workers, and what each one reserves."""
+    """A data-parallel group: how many workers, what each one reserves, and whether they
+    replicate the model or shard it. ValueError for an unknown strategy, or sharding over
+    fewer than two workers (nothing to shard over)."""
 
     count: int
     cpus: float = 1.0
     gpus: float = 0.0  # > 0: each worker trains on a GPU (fractions share one)
+    strategy: Strategy = "ddp"
+
+    def __post_init__(self) -> None:
+        check_strategy(self.strategy, self.count)
+
+
+def check_strategy(strategy: str, workers: int) -> None:
+    """ValueError, naming the choices, unless ``strategy`` is one and fits ``workers``."""
+    if strategy not in STRATEGIES:
+        raise ValueError(f"strategy {strategy!r}: unknown; choose from {', '.join(STRATEGIES)}")
+    if strategy == "fsdp" and workers < 2:
+        raise ValueError(f"strategy fsdp shards over workers: give at least 2, not {workers}")
 
 
 @dataclass(frozen=True)
@@ -92,6 +114,8 @@ def train_data_parallel(
         "peak_flops": peak_flops,
         "ckpt_path": None if ckpt_path is None else str(ckpt_path),
         "link": link,
+        "strategy": workers.strategy,
+        "workers": workers.count,
     }
     use_gpu = workers.gpus > 0
     per_worker = {"CPU": workers.cpus, **({"GPU": workers.gpus} if use_gpu else {})}
@@ -129,10 +153,11 @@ def _to_tune() -> list[Any]:
 
 
 def _worker(config: dict[str, Any]) -> None:
-    """One Ray Train worker: the shared ``train`` under Ray's DDP; rank 0 hands its result back
-    through the one checkpoint every rank reports together (a report is a barrier)."""
+    """One Ray Train worker: the shared ``train`` under Ray's DDP or FSDP2; rank 0 hands its
+    result back through the one checkpoint every rank reports together (a report is a
+    barrier)."""
     import ray.train
-    from ray.train.lightning import RayDDPStrategy, RayLightningEnvironment
+    from ray.train.lightning import RayLightningEnvironment
 
     from nas.lightning_hooks import TrainReporter, TrialLogger
     from trainers.run import train
@@ -143,9 +168,7 @@ def _worker(config: dict[str, Any]) -> None:
     if link is not None and rank == 0:  # MLflow is written from rank 0 only
         journal = None if link.journal is None else Path(link.journal)
         run = TrialRun.attach(link.record, link.run_id, journal)
-    # find_unused_parameters: a wiring may hold parameters that a configuration leaves out of
-    # the graph (DDP otherwise waits for their gradients and fails at the next step)
-    strategy = RayDDPStrategy(find_unused_parameters=True)
+    strategy = _strategy(config["strategy"], config["workers"])
     with tempfile.TemporaryDirectory() as resume:
         result, _ = train(
             config["cfg"],
@@ -167,6 +190,19 @@ def _worker(config: dict[str, Any]) -> None:
             (Path(tmp) / RESULT_NAME).write_bytes(pickle.dumps(result))
             checkpoint = ray.train.Checkpoint.from_directory(tmp)
         ray.train.report({"steps": result.steps}, checkpoint=checkpoint)
+
+
+def _strategy(name: Strategy, workers: int) -> Any:
+    """Lightning's strategy for ``name`` under Ray Train."""
+    if name == "fsdp":
+        from nas.fsdp_strategy import RayFSDP2Strategy
+
+        return RayFSDP2Strategy(workers)
+    from ray.train.lightning import RayDDPStrategy
+
+    # find_unused_parameters: a wiring may hold parameters that a configuration leaves out of
+    # the graph (DDP otherwise waits for their gradients and fails at the next step)
+    return RayDDPStrategy(find_unused_parameters=True)
 
 
 def _resume_from(dest: Path, given: str | None) -> Path | None:

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import copy
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast
 
 import lightning as L
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from trainers.diagnostics import DilutionProfile, dilution_profile
 from trainers.dilution_plot import save_profile
@@ -24,7 +25,11 @@ class DilutionCallback(L.Callback):
     (JSON every time; the PNG figure for the last profile only, since drawing it costs about as
     much as the profile itself), also through the logger when it takes files (in a sweep: as
     artifacts of the trial's MLflow run). Each profile is also shown to ``alarm``, which keeps
-    the first step each depth-softmax site collapsed at (``trainers.routing``)."""
+    the first step each depth-softmax site collapsed at (``trainers.routing``).
+
+    ``gather`` (a sharded model's, ``trainers.sharding.full_copy``): the model to profile made
+    from the trained one and the device, on every rank (a collective), None on all but the one
+    that profiles; by default the trained model itself."""
 
     def __init__(
         self,
@@ -33,9 +38,10 @@ class DilutionCallback(L.Callback):
         every: int = 1,
         removal: bool = False,
         alarm: RoutingAlarm | None = None,
+        gather: Callable[[nn.Module, torch.device], DeepTransformer | None] | None = None,
     ) -> None:
         self.batch, self.folder, self.every, self.removal = batch, folder, every, removal
-        self.alarm = alarm
+        self.alarm, self.gather = alarm, gather
         self.validations = 0
         self.last: DilutionProfile | None = None
         self.last_files: list[Path] = []
@@ -47,10 +53,13 @@ class DilutionCallback(L.Callback):
         final = trainer.global_step >= (trainer.max_steps or 0) > 0
         if (self.validations - 1) % self.every and not final:
             return
-        model = cast(DeepTransformer, pl_module.model)
+        model = self._profiled(pl_module)
+        if model is None:  # a rank that helped gather a sharded model's copy
+            return
         if any(p.dtype != torch.float32 for p in model.parameters()):
             model = copy.deepcopy(model).float()  # the profile is computed in float32
-        idx, targets = (t.to(pl_module.device) for t in self.batch)
+        device = next(model.parameters()).device
+        idx, targets = (t.to(device) for t in self.batch)
         self.last = dilution_profile(model, idx, targets, removal=self.removal)
         if self.alarm is not None and self.last.routing_spread is not None:
             # routing_spread is set for a softmax only: free weights are not watched
@@ -62,6 +71,11 @@ class DilutionCallback(L.Callback):
         title = f"{model.cfg.residual}/{model.cfg.placement}, step {trainer.global_step}"
         self.last_files = save_profile(self.last, self.folder, stem, title, figure=final)
         _log_artifacts(trainer.logger, self.last_files)
+
+    def _profiled(self, pl_module: L.LightningModule) -> DeepTransformer | None:
+        if self.gather is None:
+            return cast(DeepTransformer, pl_module.model)
+        return self.gather(cast(nn.Module, pl_module.model), pl_module.device)
 
     # Kept in checkpoints: a resumed run still counts its validations from the start (the
     # profile cadence) and still names the sites that collapsed before the checkpoint.

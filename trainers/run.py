@@ -83,9 +83,10 @@ def resolve_precision(t: TrainConfig) -> str:
     return "bf16-mixed" if gpu else "32-true"
 
 
-def _dilution_callback(cfg: RunConfig, data: Any, out_dir: Path) -> Any:
+def _dilution_callback(cfg: RunConfig, data: Any, out_dir: Path, sharded: bool = False) -> Any:
     """The profile callback on the first ``diagnostics_batch`` validation sequences (fixed, so
-    profiles from every validation and every trial are comparable), or None when off."""
+    profiles from every validation and every trial are comparable), or None when off. A
+    sharded model is profiled on a full copy (``trainers.sharding.full_copy``)."""
     if not cfg.train.diagnostics_every:
         return None
     import torch
@@ -99,8 +100,11 @@ def _dilution_callback(cfg: RunConfig, data: Any, out_dir: Path) -> Any:
 
     t = cfg.train
     alarm = RoutingAlarm(t.routing_alarm)
+    from trainers.sharding import full_copy
+
     folder = out_dir / "dilution"
-    return DilutionCallback(batch, folder, t.diagnostics_every, t.diagnostics_removal, alarm)
+    every, removal = t.diagnostics_every, t.diagnostics_removal
+    return DilutionCallback(batch, folder, every, removal, alarm, full_copy if sharded else None)
 
 
 def train(
@@ -136,29 +140,32 @@ def train(
 
     from trainers.callbacks import LastFiniteValidation
     from trainers.datamodule import LMDataModule
-    from trainers.decode_cost import measure as measure_decode
     from trainers.device_cost import CostMeter
     from trainers.flops import flops_per_token, train_flops
     from trainers.model import num_params
     from trainers.module import LanguageModelModule
+    from trainers.sharding import ShardedModule
     from trainers.step_timer import StepTimer
 
     t = cfg.train
     L.seed_everything(t.seed, workers=True, verbose=False)
     data = LMDataModule(cfg, source)
-    module = LanguageModelModule(cfg, data.source.bytes_per_token)
+    sharded = _sharded(strategy)
+    module = (ShardedModule if sharded else LanguageModelModule)(cfg, data.source.bytes_per_token)
     if t.compile:
         module.model.compile()  # nn.Module.compile: in place, so checkpoints keep their keys
     stops = _early_stops(t, time_limit_s)
     last_val = LastFiniteValidation(Metric.VAL_LOSS)
     timer = StepTimer()
     meter = CostMeter(t.accelerator, resolve_precision(t), peak_flops)
-    dilution = _dilution_callback(cfg, data, out_dir)
+    dilution = _dilution_callback(cfg, data, out_dir, sharded)
     # The run's own callbacks before the caller's: a caller's callback that checkpoints at a
     # validation (the sweep's) then saves their state as it is after that validation.
     every = [*stops, last_val, *callbacks, timer, meter.monitor]
     trainer = _trainer(cfg, out_dir, every, logger, progress, strategy, plugins)
-    if dilution and trainer.is_global_zero:  # measured once: every rank holds the same model
+    # measured once, on rank 0: every rank holds the same model (a sharded one is gathered from
+    # every rank, which all take part)
+    if dilution and (trainer.is_global_zero or sharded):
         trainer.callbacks.append(dilution)
     meter.start()
     start = time.perf_counter()
@@ -172,7 +179,7 @@ def train(
     # whose result is the record's (nas.data_parallel): ranks timing at once on shared cores
     # would each measure the others' load.
     bf16 = resolve_precision(t).startswith("bf16")
-    decode = measure_decode(module.model, bf16=bf16) if trainer.is_global_zero else None
+    decode = _decode(module.model, trainer, bf16, sharded)
     per_token, seq = flops_per_token(cfg.model).total, cfg.model.seq_len
     per_rank = t.batch_size // trainer.world_size
     timed = len(timer.durations)  # the steps this process trained (and timed)
@@ -200,6 +207,32 @@ def train(
     if stop is not None:
         result = replace(result, status=stop.status, reason=stop.reason, stop_step=stop.step)
     return result, module.model
+
+
+def _sharded(strategy: Any) -> bool:
+    """Whether ``strategy`` shards the model: Lightning's FSDP2 strategy shards in the module's
+    ``configure_model`` hook, which the plain module lacks (Lightning refuses it)."""
+    if strategy is None:
+        return False
+    from lightning.pytorch.strategies import ModelParallelStrategy
+
+    return isinstance(strategy, ModelParallelStrategy)
+
+
+def _decode(model: nn.Module, trainer: Any, bf16: bool, sharded: bool) -> DecodeCost | None:
+    """Decode cost on rank 0 (None elsewhere); of a sharded model, on its full copy, which
+    every rank helps gather; None if the copy does not fit on the device it trained on (a CPU
+    figure would read as the device's)."""
+    from trainers.decode_cost import measure
+
+    if sharded:
+        from trainers.sharding import full_copy
+
+        device = trainer.strategy.root_device
+        copy = full_copy(model, device)
+        on_device = copy is not None and next(copy.parameters()).device.type == device.type
+        return measure(copy, bf16=bf16) if copy is not None and on_device else None
+    return measure(model, bf16=bf16) if trainer.is_global_zero else None  # type: ignore[arg-type]
 
 
 def _rate(amount: float, wall: float, timed: int) -> float:

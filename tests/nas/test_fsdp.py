@@ -1,0 +1,157 @@
+"""Sharded data-parallel training (``nas.data_parallel.Workers(strategy="fsdp")``: FSDP2, each
+Transformer block one unit): two gloo workers on the CPU train what one process trains on the
+same global batch, resume from their checkpoint, and give the result one process gives.
+
+Why the tolerance: the runs differ only in the order of float sums, as DDP's do
+(``tests/nas/test_data_parallel``: a float32 sum of n terms reorders to about log2(n)·eps
+relative, under 1e-6 for these 8·16 tokens, and Adam carries a relative gradient difference
+into the update unchanged). Sharding adds two reorderings of the same kind: each micro-batch's
+gradient is reduce-scattered and the shards summed over micro-batches (one process sums the
+micro-batches first), and the clipped norm is a sum of per-shard squared norms; each is again
+a relative difference of a few eps. ``RTOL`` = 1e-5 keeps DDP's margin; a lost micro-batch,
+a rank's shard left out, or a norm clipped per shard instead of globally moves the loss by
+1e-3 or more at this clip (0.05, far below the gradient's norm, so every step is clipped).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from nas.checkpoints import CKPT_NAME, MARK_NAME
+from nas.data_parallel import Workers, check_strategy
+from tests.ray_cluster import shared_env
+from trainers.config import RunConfig
+from trainers.config_io import from_dict
+
+RTOL = 1e-5
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _cfg() -> RunConfig:
+    """Two micro-batches per worker's share and a clip that every step reaches: the sharded
+    paths of accumulation and clipping both act."""
+    return from_dict(
+        {
+            "model": {"d_model": 32, "n_heads": 2, "n_layers": 2, "seq_len": 16, "dropout": 0.0},
+            "train": {
+                "batch_size": 8,
+                "micro_batch": 2,
+                "grad_clip": 0.05,
+                "max_steps": 6,
+                "val_every": 3,
+                "val_batches": 2,
+                "warmup_steps": 2,
+                "lr": 1e-3,
+                "log_every": 1,
+                "accelerator": "cpu",
+                "diagnostics_every": 1,
+                "diagnostics_batch": 2,
+            },
+            "data": {"source": "synthetic", "hops": 1, "n_symbols": 8},
+        }
+    )
+
+
+def test_fsdp_needs_two_workers_and_strategies_are_named() -> None:
+    """Sharding over one worker, or an unknown strategy, is refused in one line naming the
+    choices; DDP takes any count."""
+    with pytest.raises(ValueError, match="strategy fsdp shards over workers: give at least 2"):
+        Workers(1, strategy="fsdp")
+    with pytest.raises(ValueError, match=r"strategy 'zero3': unknown; choose from ddp, fsdp"):
+        check_strategy("zero3", 2)
+    assert Workers(2, strategy="fsdp").strategy == "fsdp" and Workers(1).strategy == "ddp"
+
+
+def _logged(out: Path) -> dict[str, dict[int, float]]:
+    """Rank 0's CSV log: metric -> step -> value."""
+    logged: dict[str, dict[int, float]] = {}
+    with (out / "metrics.csv").open() as f:
+        for row in csv.DictReader(f):
+            for key, value in row.items():
+                if key not in ("step", "epoch") and value:
+                    logged.setdefault(key, {})[int(row["step"])] = float(value)
+    return logged
+
+
+def _summary(result: Any, out: Path) -> dict[str, Any]:
+    return {
+        "logged": _logged(out),
+        "val_loss": result.val_loss,
+        "params": result.params,
+        "steps": result.steps,
+        "dilution": sorted(result.dilution),
+        "decode": result.decode is not None,
+        "devices": None if result.cost is None else result.cost.devices,
+        "profiles": sorted(p.name for p in (out / "dilution").glob("*")),
+    }
+
+
+def _checkpoint_at(storage: Path, step: int) -> Path:
+    for mark in storage.glob(f"checkpoint_*/{MARK_NAME}"):
+        if json.loads(mark.read_text())["step"] == step:
+            return mark.parent / CKPT_NAME
+    raise AssertionError(f"no checkpoint of step {step} under {storage}")
+
+
+def fits(folder: str) -> None:
+    """The subprocess's part (it joins the session's shared Ray): one process, two FSDP
+    workers, and two FSDP workers resumed from the first pair's step-3 checkpoint; each
+    summarized into ``folder/fits.json``."""
+    import ray
+
+    from nas.data_parallel import train_data_parallel
+    from trainers.run import train
+
+    tmp, cfg, workers = Path(folder), _cfg(), Workers(2, strategy="fsdp")
+    one, _ = train(cfg, tmp / "one", progress=False)
+    ray.init()
+    two = train_data_parallel(cfg, tmp / "two", workers)
+    ckpt = _checkpoint_at(tmp / "two" / "ray-train" / "train", 3)
+    resumed = train_data_parallel(cfg, tmp / "resumed", workers, ckpt_path=ckpt)
+    summaries = {
+        name: _summary(result, tmp / name)
+        for name, result in (("one", one), ("two", two), ("resumed", resumed))
+    }
+    (tmp / "fits.json").write_text(json.dumps(summaries))
+
+
+@pytest.mark.slow
+def test_two_sharded_workers_train_what_one_process_does_and_resume(tmp_path: Path) -> None:
+    """Two FSDP workers, micro-batched and clipped: every step's training loss and each
+    validation equal one process's within RTOL; the result has its shape (the same parameter
+    count, dilution summaries and profiles, gathered from the shards onto rank 0; a decode
+    cost; both workers' cores); and a fit resumed from the step-3 checkpoint (saved whole by
+    rank 0) trains steps 3-5 as the uninterrupted fit did."""
+    env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true", **shared_env()}
+    code = f"from tests.nas.test_fsdp import fits; fits({str(tmp_path)!r})"
+    proc = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
+        timeout=600,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+    fit = json.loads((tmp_path / "fits.json").read_text())
+    one, two, resumed = fit["one"], fit["two"], fit["resumed"]
+    assert set(two["logged"]) == set(one["logged"])  # every metric one process logs
+    for key in ("train/loss", "val/loss"):
+        assert sorted(two["logged"][key]) == sorted(one["logged"][key]), key
+        for step, value in one["logged"][key].items():
+            assert two["logged"][key][step] == pytest.approx(value, rel=RTOL), (key, step)
+    for key in ("params", "steps", "dilution", "decode", "profiles"):
+        assert two[key] == one[key], key
+    assert two["val_loss"] == pytest.approx(one["val_loss"], rel=RTOL)
+    assert two["devices"] == 2  # two workers of one core each (one process had both cores)
+    # resumed at step 3: it trains steps 3-5 (its log starts there) and ends where the first did
+    assert sorted(resumed["logged"]["train/loss"]) == ["3", "4", "5"]
+    for step in ("3", "4", "5"):
+        value = resumed["logged"]["train/loss"][step]
+        assert value == pytest.approx(one["logged"]["train/loss"][step], rel=RTOL), step
+    assert resumed["val_loss"] == pytest.approx(one["val_loss"], rel=RTOL)
+    assert resumed["steps"] == 6
