@@ -27,6 +27,7 @@ ORDER = (
     "diagnostics_cost",
     "compile_speedup",
     "sweep_overhead",
+    "memory_plan",
 )
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
 BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"
