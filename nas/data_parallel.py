@@ -60,12 +60,15 @@ class Workers:
         check_strategy(self.strategy, self.count)
 
 
-def check_strategy(strategy: str, workers: int) -> None:
-    """ValueError, naming the choices, unless ``strategy`` is one and fits ``workers``."""
+def check_strategy(strategy: str, workers: int, name: str = "strategy") -> None:
+    """ValueError, naming the choices, unless ``strategy`` is one and fits ``workers``;
+    ``name`` is what the message calls it (the CLI's flag)."""
     if strategy not in STRATEGIES:
-        raise ValueError(f"strategy {strategy!r}: unknown; choose from {', '.join(STRATEGIES)}")
+        raise ValueError(f"{name} {strategy}: unknown; choose from {', '.join(STRATEGIES)}")
     if strategy == "fsdp" and workers < 2:
-        raise ValueError(f"strategy fsdp shards over workers: give at least 2, not {workers}")
+        raise ValueError(
+            f"{name} fsdp: shards the model over the workers, so needs at least 2 (not {workers})"
+        )
 
 
 @dataclass(frozen=True)
