@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+import itertools
+from collections.abc import Iterator, Sized
+from typing import cast
 
 import lightning as L
-from torch.utils.data import DataLoader, Dataset, DistributedSampler
+from torch.utils.data import DataLoader, Dataset, DistributedSampler, Sampler, SequentialSampler
 
 from trainers.config import DataConfig, ModelConfig, RunConfig, micro_steps
 from trainers.data import SOURCES, DataSource
@@ -24,28 +26,50 @@ def load_source(data: DataConfig, model: ModelConfig) -> DataSource:
     return source
 
 
+class Resumed(Sampler[int]):
+    """``order`` without its first ``skip`` indices, whose length stays ``order``'s. Lightning
+    counts a resumed epoch's batches on from the restored step and ends the epoch when the
+    count reaches the loader's length: a loader as short as what is left would end it early
+    and start it again from its top, training those batches twice."""
+
+    def __init__(self, order: Sampler[int], skip: int) -> None:
+        self.order, self.skip = order, skip
+
+    def __iter__(self) -> Iterator[int]:
+        return itertools.islice(iter(self.order), self.skip, None)
+
+    def __len__(self) -> int:
+        return len(self.order)  # type: ignore[arg-type]
+
+
 class LMDataModule(L.LightningDataModule):
     def __init__(self, cfg: RunConfig, source: DataSource | None = None) -> None:
         super().__init__()
         self.cfg = cfg
         self.source = source or load_source(cfg.data, cfg.model)
 
-    def _loader(self, dataset: Dataset) -> DataLoader:
+    def _loader(self, dataset: Dataset, skip_steps: int = 0) -> DataLoader:
         """Batches of ``train.batch_size`` in order; data-parallel, each rank's share of every
         batch: sequence i goes to rank i mod N (no shuffling, so step k's shares together are
-        exactly the sequences one process batches at step k)."""
+        exactly the sequences one process batches at step k). The first ``skip_steps`` batches
+        are left out (a resumed run's)."""
         t, ranks = self.cfg.train, self.trainer.world_size if self.trainer else 1
-        if ranks == 1:
-            return DataLoader(dataset, batch_size=t.batch_size, shuffle=False)
-        micro_steps(t, ranks)  # ValueError unless the shares are equal whole micro-batches
-        rank = self.trainer.global_rank if self.trainer else 0
-        share = DistributedSampler[Any](dataset, num_replicas=ranks, rank=rank, shuffle=False)
-        return DataLoader(dataset, batch_size=t.batch_size // ranks, sampler=share)
+        order: Sampler[int] = SequentialSampler(cast(Sized, dataset))  # every source's set is sized
+        if ranks > 1:
+            micro_steps(t, ranks)  # ValueError unless the shares are equal whole micro-batches
+            rank = self.trainer.global_rank if self.trainer else 0
+            order = DistributedSampler(dataset, num_replicas=ranks, rank=rank, shuffle=False)
+        share = t.batch_size // ranks
+        return DataLoader(dataset, batch_size=share, sampler=Resumed(order, skip_steps * share))
 
     def train_dataloader(self) -> DataLoader:
+        """The run's sequences, from the first one its steps have not consumed: a run resumed
+        at step k (Lightning has restored ``global_step`` before it asks for the loader) goes on
+        with step k's batch, as the uninterrupted run does, instead of seeing batch 0 again."""
         t = self.cfg.train
         n = t.max_steps * t.batch_size  # exactly one pass: one epoch = the whole run
-        return self._loader(self.source.train_set(self.cfg.model.seq_len, n, t.seed))
+        sequences = self.source.train_set(self.cfg.model.seq_len, n, t.seed)
+        return self._loader(sequences, self.trainer.global_step if self.trainer else 0)
 
     def val_dataloader(self) -> DataLoader:
         t = self.cfg.train

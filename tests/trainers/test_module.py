@@ -178,3 +178,42 @@ def test_compiled_training_matches_eager_and_keeps_the_diagnostics(tmp_path: Pat
     assert compiled.dilution["dilution/depth_entropy"] == pytest.approx(
         eager.dilution["dilution/depth_entropy"], rel=1e-3
     )
+
+
+def test_a_resumed_run_goes_on_with_the_batches_it_had_not_trained(tmp_path: Path) -> None:
+    """A run resumed from its step-2 checkpoint trains steps 2-5 on the batches the
+    uninterrupted run trains them on, to the same losses bit for bit: the data stream is not
+    started again (it was, and a resumed trial trained its first batches twice), nor is the
+    epoch ended early (Lightning counts on from step 2 against the loader's length, so a loader
+    of the 4 batches left would end it after 2 and start over)."""
+    import lightning as L
+
+    run = _tiny_run(
+        model={"d_model": 16, "seq_len": 16},
+        train={
+            "batch_size": 4,
+            "max_steps": 6,
+            "val_every": 3,
+            "warmup_steps": 1,
+            "log_every": 1,
+            "diagnostics_every": 0,
+        },
+        data={"source": "synthetic", "hops": 1, "n_symbols": 8},
+    )
+    ckpt = tmp_path / "step2.ckpt"
+
+    class SaveAtStep2(L.Callback):
+        def on_train_batch_end(self, trainer: L.Trainer, *args: object) -> None:
+            if trainer.global_step == 2:
+                trainer.save_checkpoint(str(ckpt))
+
+    def losses(folder: Path) -> dict[int, float]:
+        rows = csv.DictReader((folder / "metrics.csv").open())
+        return {int(r["step"]): float(r["train/loss"]) for r in rows if r.get("train/loss")}
+
+    cfg = from_dict(run)
+    train(cfg, tmp_path / "whole", callbacks=[SaveAtStep2()], progress=False)
+    resumed, _ = train(cfg, tmp_path / "resumed", progress=False, ckpt_path=ckpt)
+    whole = losses(tmp_path / "whole")
+    assert sorted(whole) == list(range(6)) and resumed.timed_steps == 4
+    assert losses(tmp_path / "resumed") == {k: whole[k] for k in (2, 3, 4, 5)}
