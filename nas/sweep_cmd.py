@@ -46,6 +46,14 @@ def add_sweep_parser(sub: Any) -> None:
         "stays the global batch and must divide by N, each worker's share by "
         "train.micro_batch (default 1: one process)",
     )
+    p.add_argument(
+        "--strategy",
+        default="ddp",
+        metavar="{ddp,fsdp}",
+        help="with --workers-per-trial N: ddp keeps the whole model on every worker; fsdp "
+        "shards every Transformer block over the N >= 2 workers (FSDP2), for a model larger "
+        "than one device's memory; the same losses, record and checkpoints (default ddp)",
+    )
     p.add_argument("--max-steps", type=int, help="override train.max_steps for every trial")
     p.add_argument(
         "--seeds",
@@ -168,6 +176,7 @@ def _seeds(text: str | None) -> tuple[int, ...] | None:
 def options(args: argparse.Namespace) -> Any:
     """The parsed command as ``nas.sweep_plan.SweepOptions``; ValueError for values no sweep
     can take."""
+    from nas.data_parallel import check_strategy
     from nas.memory_check import parse_size
     from nas.sweep_plan import SweepOptions
 
@@ -181,6 +190,7 @@ def options(args: argparse.Namespace) -> Any:
             "--concurrency and --workers-per-trial must be >= 1, --cpus-per-trial > 0, "
             "--gpus-per-trial >= 0"
         )
+    check_strategy(args.strategy, args.workers_per_trial, "--strategy")
     return SweepOptions(
         space=args.space,
         name=args.name,
@@ -189,6 +199,7 @@ def options(args: argparse.Namespace) -> Any:
         cpus_per_trial=args.cpus_per_trial,
         gpus_per_trial=args.gpus_per_trial,
         workers_per_trial=args.workers_per_trial,
+        strategy=args.strategy,
         max_steps=args.max_steps,
         seeds=_seeds(args.seeds),
         seed_rule=_seed_rule(args),

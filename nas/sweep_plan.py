@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from nas.campaign import Campaign, campaign_of
+from nas.data_parallel import Strategy
 from nas.spec import TrialSpec, check_read
 from record.client import writer_store
 from record.redact import redact
@@ -33,6 +34,7 @@ class SweepOptions:
     cpus_per_trial: float | None = None  # None: one node's cores / concurrency
     gpus_per_trial: float | None = None  # None: 1 when the cluster has GPUs, else 0
     workers_per_trial: int = 1  # > 1: each trial data-parallel over this many Ray Train workers
+    strategy: Strategy = "ddp"  # the workers': replicate the model, or shard it (fsdp)
     max_steps: int | None = None
     seeds: tuple[int, ...] | None = None
     seed_rule: SeedRule | None = None  # --seeds auto: a pilot, then the seeds its noise asks for
@@ -163,7 +165,8 @@ def _check_memory(opts: SweepOptions, base: RunConfig, specs: Sequence[TrialSpec
         return
     gpus = opts.gpus_per_trial
     gpu = (gpus or 0) > 0 or (gpus is None and has_cuda_driver())
-    target = Target(device_bytes=device, gpu=gpu, workers=opts.workers_per_trial)
+    workers, sharded = opts.workers_per_trial, opts.strategy == "fsdp"
+    target = Target(device_bytes=device, gpu=gpu, workers=workers, sharded=sharded)
     cells = {s.arm: s.config for s in specs} or {"base": base}
     check_cells(cells.items(), target)
 

@@ -45,7 +45,8 @@ def tuner(
         # themselves (Ray Train V2 places them outside the trial's own reservation). Tune
         # refuses an empty reservation, and any CPU fraction would leave one worker too few
         # cores on a full node: the trial reserves a token of memory instead.
-        ctx = replace(ctx, workers=Workers(opts.workers_per_trial, cpus, gpus))
+        workers = Workers(opts.workers_per_trial, cpus, gpus, opts.strategy)
+        ctx = replace(ctx, workers=workers)
         resources = {"cpu": 0, "gpu": 0, "memory": DRIVER_MEMORY}
     trainable = tune.with_resources(tune.with_parameters(run_trial, ctx=ctx), resources)
     run_config = tune.RunConfig(

@@ -27,8 +27,8 @@ class Fit:
         """What to give the command: ``--set train.micro_batch=2 --set ...``, and sharding."""
         text = " ".join(f"--set {key}={value}" for key, value in self.settings)
         if self.shard:
-            shard = f"the parameters sharded over the {self.plan.workers} workers (FSDP)"
-            text = f"{text} with {shard}" if text else shard
+            shard = f"--strategy fsdp (the parameters sharded over the {self.plan.workers} workers)"
+            text = f"{text} {shard}" if text else shard
         return text or "nothing: it fits"
 
 

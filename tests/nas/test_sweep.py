@@ -245,6 +245,11 @@ def test_resume_without_a_stored_sweep_exits_2(tmp_path: Path) -> None:
             "train.micro_batch: 4 does not divide each worker's share (2)",
         ),
         (["smoke", "--workers-per-trial", "0"], "and --workers-per-trial must be >= 1"),
+        (
+            ["smoke", "--workers-per-trial", "2", "--strategy", "zero3"],
+            "--strategy zero3: unknown; choose from ddp, fsdp",
+        ),
+        (["smoke", "--strategy", "fsdp"], "--strategy fsdp: shards the model over the workers"),
     ],
 )
 def test_bad_sweep_input_exits_2_before_anything_is_recorded(

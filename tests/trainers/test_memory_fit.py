@@ -57,6 +57,6 @@ def test_sharding_comes_last_and_none_fits_below_everything() -> None:
     device = _total(small, workers=4) - 1
     fit = cheapest_fit(CFG, device, workers=4)
     assert fit is not None and fit.shard
-    assert "sharded over the 4 workers" in fit.advice()
+    assert "--strategy fsdp (the parameters sharded over the 4 workers)" in fit.advice()
     assert cheapest_fit(CFG, _total(small, 4, sharded=True) - 1, workers=4) is None
     assert cheapest_fit(CFG, device, workers=1) is None
