@@ -65,6 +65,21 @@ def test_accumulated_gradient_is_the_whole_batch_gradient(
     _assert_same(_gradients(model, x, y, micro), _gradients(model, x, y, 0))
 
 
+def test_workers_shares_in_micro_batches_average_to_the_batch_gradient(
+    wiring: dict[str, str],
+) -> None:
+    """What data parallelism computes, per wiring: two workers each accumulate their share
+    (every other sequence, as the data module deals them) in micro-batches of 1, and the
+    average of their gradients (DDP's all-reduce, FSDP's reduce-scatter) is the whole batch's.
+    The real two-process runs (``tests/nas/test_data_parallel.py``, ``test_fsdp.py``) check
+    the collectives themselves."""
+    model = _perturbed(tiny(n_layers=3, **wiring))
+    x, y = torch.randint(0, 32, (4, 12)), torch.randint(0, 32, (4, 12))
+    shares = [_gradients(model, x[r::2], y[r::2], 1) for r in range(2)]
+    mean = {n: (shares[0][n] + shares[1][n]) / 2 for n in shares[0]}
+    _assert_same(mean, _gradients(model, x, y, 0))
+
+
 @pytest.mark.parametrize("residual", ["attnres", "block_attnres"])
 @pytest.mark.parametrize("fast", [True, False], ids=["buffered", "plain"])
 def test_both_attnres_paths_accumulate_exactly(residual: str, fast: bool) -> None:
