@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The GPU check: the utilization, decode and variant-cost benchmarks on one GPU at d_model=1024,
-# bf16 (standard's MFU, each wiring's decode and prefill cost with the KV cache, every wiring's
-# step-time and memory ratios), JSON results into $OUT (default
+# The GPU check: the utilization, decode, memory-plan and variant-cost benchmarks on one GPU at
+# d_model=1024, bf16 (standard's MFU, each wiring's decode and prefill cost with the KV cache, the
+# memory plan against the measured peak with micro-batching and activation checkpointing, every
+# wiring's step-time and memory ratios), JSON results into $OUT (default
 # benchmarks/results/gpu); then, where the project is installed (make setup), a quick-sized
 # sweep with four trials sharing the GPU (--gpus-per-trial 0.25) and its report's cost columns.
 #
@@ -64,17 +65,18 @@ if [[ "$DEVICE" == cpu ]]; then
 fi
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv > "$OUT/gpu.csv" 2>/dev/null || true
 
-# Shares of what is left: utilization and decode a quarter each (at most 90 s), variant_cost all
-# but what the sweep needs (SWEEP_S, where it can run), the sweep the rest.
+# Shares: the benchmarks split what is left after the sweep's reserve (SWEEP_S, where it can
+# run) evenly among those still to run, each at most 90 s but the last, which takes the rest (a
+# stage that finishes early leaves its time to the next); the sweep gets what remains.
 SWEEP_S=120
 sweep_reserve=0
 [[ -x .venv/bin/nas ]] && sweep_reserve=$SWEEP_S
-for bench in utilization decode variant_cost; do
-    if [[ $bench != variant_cost ]]; then
-        share=$(( $(left) / 4 < 90 ? $(left) / 4 : 90 ))
-    else
-        share=$(( $(left) - sweep_reserve - 20 ))
-    fi
+benches=(utilization decode memory_plan variant_cost)
+for i in "${!benches[@]}"; do
+    bench=${benches[$i]}
+    to_run=$(( ${#benches[@]} - i ))
+    share=$(( ($(left) - sweep_reserve - 20) / to_run ))
+    (( to_run > 1 && share > 90 )) && share=90
     if (( share < 15 )); then
         skipped+=("$bench (${share} s left for it)")
         continue
@@ -99,19 +101,24 @@ elif [[ -x .venv/bin/nas ]]; then
     store="$(cd "$OUT" && pwd)/sweep"  # absolute, whether OUT is or not
     rm -rf "$store" && mkdir -p "$store"
     start=$SECONDS
-    timeout $(( $(left) - 15 )) .venv/bin/nas sweep quick --name gpu_check --concurrency 4 \
+    limit=$(( $(left) - 15 ))
+    # A sweep stopped at its limit is reported as skipped, so that the summary below still prints.
+    if timeout "$limit" .venv/bin/nas sweep quick --name gpu_check --concurrency 4 \
         --gpus-per-trial "$gpus" --max-steps "$steps" --tracking-uri "sqlite:///$store/mlflow.db" \
-        --storage-path "$store/ray" > "$OUT/sweep.txt"
-    .venv/bin/nas report gpu_check --tracking-uri "sqlite:///$store/mlflow.db" --format md \
-        --out "$store/report" > /dev/null
-    sed -n '/^## Cost/,/^## One-axis/p' "$store/report/report.md" | tee "$OUT/sweep_cost.md"
+        --storage-path "$store/ray" > "$OUT/sweep.txt"; then
+        .venv/bin/nas report gpu_check --tracking-uri "sqlite:///$store/mlflow.db" --format md \
+            --out "$store/report" > /dev/null
+        sed -n '/^## Cost/,/^## One-axis/p' "$store/report/report.md" | tee "$OUT/sweep_cost.md"
+    else
+        skipped+=("the shared-GPU sweep (stopped at its timeout, $limit s)")
+    fi
     echo "sweep: $((SECONDS - start)) s"
 else
     skipped+=("the shared-GPU sweep (no .venv/bin/nas here: run make setup first)")
 fi
 echo "gpu_check: ${SECONDS} s of a ${BUDGET_S} s budget"
-grep -h "Trimmed to the time budget" "$OUT"/utilization.md "$OUT"/decode.md "$OUT"/variant_cost.md \
-    2>/dev/null \
+grep -h "Trimmed to the time budget" "$OUT"/utilization.md "$OUT"/decode.md \
+    "$OUT"/memory_plan.md "$OUT"/variant_cost.md 2>/dev/null \
     | sed 's/^/  /' || true
 if (( ${#skipped[@]} )); then
     printf '  skipped: %s\n' "${skipped[@]}"

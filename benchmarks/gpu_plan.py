@@ -6,7 +6,7 @@ benchmark's GPU settings, read from the benchmarks themselves so the plan cannot
 
 from __future__ import annotations
 
-from benchmarks import decode, utilization, variant_cost
+from benchmarks import decode, memory_plan, utilization, variant_cost
 
 
 def plan() -> list[str]:
@@ -22,11 +22,26 @@ def plan() -> list[str]:
         f"{dec['dims']['n_layers']}, {dec['tokens']} tokens after prompts of "
         f"{' and '.join(map(str, dec['prompts']))}, batches {dec['batches']}, "
         f"{dec['rounds']} rounds",
+        _memory_plan_line(),
         f"  variant_cost: {len(v['arms'])} arms ({', '.join(v['arms'])}) at d_model "
         f"{v['dims']['d_model']}, seq_len {v['dims']['seq_len']}, batch {v['batch']}; {depths}",
         "  sweep: the quick space, 4 trials sharing the GPU (--gpus-per-trial 0.25), 100 steps",
         "  (under the budget, rounds go first, then the deepest depths)",
     ]
+
+
+def _memory_plan_line() -> str:
+    m = memory_plan.settings(False, "cuda")
+    d = m["dims"]
+    depths = " then ".join(map(str, m["depths"]))
+    micro = " and ".join(map(str, m["micro_batches"]))
+    return (
+        f"  memory_plan: {', '.join(memory_plan.DEVICE_ARMS)} at d_model {d['d_model']}, "
+        f"n_layers {depths} (the budget allowing), seq_len {d['seq_len']}, bf16-mixed; global "
+        f"batch {m['batch']} in micro-batches of {micro}, checkpointing "
+        f"{' and '.join(memory_plan.CHECKPOINTING)}: the plan's estimate vs the measured peak, "
+        f"step time ({m['rounds']} rounds), tokens/s, MFU"
+    )
 
 
 if __name__ == "__main__":

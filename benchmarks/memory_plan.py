@@ -12,31 +12,66 @@ AdamW's states exist. The error is (estimate - measured) / measured.
 The checkpointing table times the same step (median of interleaved rounds) and measures its
 peak with checkpointing none and sublayer.
 
-    .venv/bin/python -m benchmarks.memory_plan [--quick] [--out DIR] [--budget-s S]
+On a GPU (``--device cuda``: ``benchmarks/gpu_check.sh``) the step is the one a GPU trial takes:
+precision 'auto' (bf16-mixed: the step under ``torch.autocast`` in bfloat16, as Lightning's
+plugin runs ``training_step``), the global batch in micro-batches through
+``trainers.accumulate.accumulate_gradients``, the gradient norm clipped, fused AdamW over
+``trainers.optim_groups``' groups. Per cell (wiring, n_layers, micro-batch, checkpointing): the
+plan's estimate against the measured peak (``torch.cuda.max_memory_allocated`` over one step,
+above what was allocated before the model was built), the step time (median of interleaved
+rounds, CUDA synchronized), tokens/s, MFU (``trainers.flops`` model FLOPs, no recompute, over
+``trainers.device_cost.device_peak``), and the step time against standard's and against the
+same wiring without checkpointing, in the same rounds. The budget trims rounds, then skips the
+shallower depth's and the larger micro-batch's cells; the Markdown says which. ``--quick`` on a
+CPU also runs that step at tiny sizes (bf16 autocast on the CPU, the profiler's peak): the GPU
+check's dry run exercises the GPU path with it.
+
+    .venv/bin/python -m benchmarks.memory_plan [--quick] [--device cuda] [--out DIR] [--budget-s S]
 """
 
 from __future__ import annotations
 
 import statistics
+import time
 from collections.abc import Callable
 from typing import Any
 
 import torch
 
-from benchmarks.common import Deadline, cli, config, cpu_peak_bytes, interleaved, machine, md_table
+from benchmarks.common import (
+    Deadline,
+    cli,
+    config,
+    cpu_peak_bytes,
+    fmt_ratio,
+    free,
+    interleaved,
+    machine,
+    md_table,
+    ratio,
+    sync,
+)
+from trainers.accumulate import accumulate_gradients
 from trainers.checkpointing import enable_checkpointing
-from trainers.config import RunConfig, TrainConfig
+from trainers.config import Checkpointing, RunConfig, TrainConfig
+from trainers.device_cost import device_peak
+from trainers.flops import flops_per_token
 from trainers.loss import lm_loss
-from trainers.memory_plan import memory_plan
+from trainers.memory_plan import gib, memory_plan
 from trainers.model import DeepTransformer
+from trainers.optim_groups import optimizer_groups
 
 NAME = "memory_plan"
 ARMS = ("standard", "attnres", "block_attnres", "mhc", "hyper", "denseformer")
 CHECKPOINT_ARMS = ("standard", "attnres", "block_attnres", "mhc")
 MICRO_STEPS = 2  # micro-batches per step: the second's backward meets the first's gradients
+DEVICE_ARMS = ("standard", "block_attnres", "attnres", "mhc")  # standard first: the unit
+CHECKPOINTING: tuple[Checkpointing, ...] = ("none", "sublayer")
 
 
-def settings(quick: bool) -> dict[str, Any]:
+def settings(quick: bool, device: str = "cpu") -> dict[str, Any]:
+    if device.startswith("cuda"):
+        return device_settings(quick)
     if quick:
         return {
             "dims": {"d_model": 64, "n_heads": 4, "seq_len": 64, "vocab_size": 256},
@@ -111,10 +146,13 @@ def estimate_table(s: dict[str, Any], deadline: Deadline | None) -> dict[str, An
 
 
 def checkpoint_table(s: dict[str, Any], deadline: Deadline | None) -> dict[str, Any]:
-    """Peak and step time with checkpointing none and sublayer, at the larger micro-batch."""
+    """Peak and step time with checkpointing none and sublayer, at the larger micro-batch; past
+    the deadline no further depth starts."""
     micro = max(s["micro_batches"])
     out: dict[str, Any] = {}
     for depth in s["depths"]:
+        if deadline is not None and deadline.left() <= 0:
+            break
         steps: dict[str, Callable[[], None]] = {}
         for arm in CHECKPOINT_ARMS:
             for how in ("none", "sublayer"):
@@ -129,20 +167,169 @@ def checkpoint_table(s: dict[str, Any], deadline: Deadline | None) -> dict[str, 
         times = interleaved(steps, s["warmup"], s["rounds"], deadline)
         for key, seconds in times.items():
             out[key]["step_s"] = statistics.median(seconds)
+            out[key]["rounds"] = len(seconds)
     return out
 
 
-def run(quick: bool = False, deadline: Deadline | None = None) -> dict:
+# ---- one training step as a GPU trial takes it -------------------------------------------------
+
+
+def device_settings(quick: bool) -> dict[str, Any]:
+    """The GPU run's cells (the deepest depth and the smaller micro-batch first: what the budget
+    keeps), or their tiny version (``--quick``; on a CPU, the dry run's check of this path)."""
+    if quick:
+        return {  # the dry run's check: two micro-batches per step, then one (if it has time)
+            "dims": {"d_model": 32, "n_heads": 2, "seq_len": 32, "vocab_size": 256},
+            "depths": [1],
+            "batch": 2,
+            "micro_batches": [1, 2],
+            "rounds": 2,
+        }
+    # The issue's width and depth at a trial's context; one cell's plan is at most 27 GiB (mHC,
+    # micro-batch 8, no checkpointing), and a group's eight models hold about 36 GiB between
+    # their steps: about half of an H200's 139 GiB.
+    return {
+        "dims": {"d_model": 1024, "n_heads": 8, "seq_len": 1024, "vocab_size": 256},
+        "depths": [32, 8],  # the shallower depth if the budget allows
+        "batch": 16,  # the global batch, in micro-batches of each size below
+        "micro_batches": [4, 8],
+        "rounds": 5,
+    }
+
+
+def device_config(
+    arm: str, depth: int, micro: int, s: dict[str, Any], how: Checkpointing
+) -> RunConfig:
+    """The cell's run: precision 'auto', as a sweep trial trains (bf16-mixed on a GPU)."""
+    model = config(arm, n_layers=depth, **s["dims"])
+    train = TrainConfig(batch_size=s["batch"], micro_batch=micro, checkpointing=how)
+    return RunConfig(model=model, train=train)
+
+
+def device_step(cfg: RunConfig, device: str) -> tuple[Callable[[], None], int]:
+    """One optimizer step as ``trainers.module`` takes it under bf16-mixed, ending in a CUDA
+    synchronize, after a warm-up step (AdamW's states, the kernels); and the bytes its
+    parameters and AdamW's states hold. The model is built on the device. The gradients are
+    dropped after each step rather than before the next (the module's order), so that none are
+    held between steps; the step's own peak is the same."""
+    with torch.device(device):
+        model = DeepTransformer(cfg.model).train()
+    enable_checkpointing(model, cfg.train.checkpointing)
+    t, cuda = cfg.train, device.startswith("cuda")
+    fused = {"fused": True} if cuda else {}
+    opt = torch.optim.AdamW(optimizer_groups(model, t), lr=t.lr, betas=(t.beta1, t.beta2), **fused)
+    x = torch.randint(0, cfg.model.vocab_size, (t.batch_size, cfg.model.seq_len), device=device)
+    kind = torch.device(device).type
+
+    def step() -> None:
+        with torch.autocast(kind, dtype=torch.bfloat16):
+            accumulate_gradients(model, x, x, t.micro_batch)
+            torch.nn.utils.clip_grad_norm_(model.parameters(), t.grad_clip)
+            opt.step()
+        opt.zero_grad(set_to_none=True)
+        sync(device)
+
+    step()
+    held = sum(p.nbytes for p in model.parameters())
+    held += sum(s.nbytes for st in opt.state.values() for s in st.values() if s.dim())
+    return step, held
+
+
+def device_peak_bytes(cfg: RunConfig, device: str) -> tuple[Callable[[], None], float]:
+    """The cell's step and its measured peak: on CUDA the allocator's peak over one step above
+    what was allocated before the model was built; on a CPU the parameters and AdamW's states
+    plus the profiler's peak (as the float32 table measures)."""
+    if not device.startswith("cuda"):
+        step, held = device_step(cfg, device)
+        return step, held + cpu_peak_bytes(step)
+    before = torch.cuda.memory_allocated(device)
+    step, _ = device_step(cfg, device)
+    torch.cuda.reset_peak_memory_stats(device)
+    step()
+    return step, float(torch.cuda.max_memory_allocated(device) - before)
+
+
+def device_group(
+    depth: int, micro: int, s: dict[str, Any], device: str, deadline: Deadline | None
+) -> dict[str, dict[str, Any]]:
+    """Every wiring with and without checkpointing at one depth and micro-batch: each cell's
+    peak measured as it is built, then every step timed in the same interleaved rounds."""
+    cells: dict[str, dict[str, Any]] = {}
+    steps: dict[str, Callable[[], None]] = {}
+    for arm in DEVICE_ARMS:
+        for how in CHECKPOINTING:
+            cfg = device_config(arm, depth, micro, s, how)
+            key = f"{arm}|{depth}|{micro}|{how}"
+            steps[key], measured = device_peak_bytes(cfg, device)
+            plan = memory_plan(cfg, gpu=True).total
+            flops = float(flops_per_token(cfg.model).total * s["batch"] * cfg.model.seq_len)
+            cells[key] = {"estimate": plan, "measured": measured, "flops_per_step": flops}
+            cells[key]["error"] = (plan - measured) / measured
+    times = interleaved(steps, 0, s["rounds"], deadline)  # each step has run twice already
+    del steps
+    free(device)
+    for key, cell in cells.items():
+        kept = key.rsplit("|", 1)[1]
+        cell["rounds"] = len(times[key])
+        cell["step_s"] = statistics.median(times[key])
+        cell["vs_standard"] = ratio(times[key], times[f"standard|{depth}|{micro}|{kept}"])
+        none = times[key.replace("|sublayer", "|none")]
+        cell["vs_none"] = None if kept == "none" else ratio(times[key], none)
+    return cells
+
+
+def device_table(s: dict[str, Any], device: str, deadline: Deadline | None) -> dict[str, Any]:
+    """Every (depth, micro-batch) group in order, each given an equal part of what is left for
+    its rounds; under a ``deadline``, a group is skipped when the last one's time per step,
+    scaled by depth, says its builds and one round would not finish before it. Tokens/s and MFU
+    from each cell's median step."""
+    cuda = device.startswith("cuda")
+    peak = device_peak("cuda" if cuda else "cpu", "bf16-mixed")
+    groups = [(depth, micro) for depth in s["depths"] for micro in s["micro_batches"]]
+    cells: dict[str, Any] = {}
+    skipped: list[str] = []
+    last: tuple[int, float] | None = None  # (n_layers, seconds per step of one closure)
+    closures = len(DEVICE_ARMS) * len(CHECKPOINTING)
+    for i, (depth, micro) in enumerate(groups):
+        if deadline is not None and last is not None:
+            needed = last[1] * depth / last[0] * closures * 4  # build, warm-up, peak, one round
+            if deadline.left() < needed:
+                skipped.append(f"n_layers={depth}, micro-batch {micro}")
+                continue
+        part = None if deadline is None else Deadline.after(deadline.left() / (len(groups) - i))
+        start = time.monotonic()
+        group = device_group(depth, micro, s, device, part)
+        done = closures * (3 + min(c["rounds"] for c in group.values()))
+        last = (depth, (time.monotonic() - start) / done)
+        cells |= group
+    tokens = s["batch"] * s["dims"]["seq_len"]
+    for cell in cells.values():
+        cell["tokens_per_s"] = tokens / cell["step_s"]
+        cell["mfu"] = cell["flops_per_step"] / cell["step_s"] / peak.flops
+    return {
+        "peak_flops": peak.flops,
+        "peak_source": peak.source,
+        "cells": cells,
+        "skipped": skipped,
+    }
+
+
+def run(quick: bool = False, device: str = "cpu", deadline: Deadline | None = None) -> dict:
+    """On a CPU the float32 tables (with ``quick``, also the GPU path's step at tiny sizes); on
+    a GPU the bf16-mixed table."""
+    if device.startswith("cuda"):
+        s = device_settings(quick)
+        table = {"settings": s, **device_table(s, device, deadline)}
+        return {"name": NAME, "device": device, "settings": s, **machine(), "device_step": table}
     torch.set_num_threads(max(1, torch.get_num_threads()))
     s = settings(quick)
-    return {
-        "name": NAME,
-        "device": "cpu",
-        "settings": s,
-        **machine(),
-        "estimates": estimate_table(s, deadline),
-        "checkpointing": checkpoint_table(s, deadline),
-    }
+    out: dict[str, Any] = {"name": NAME, "device": "cpu", "settings": s, **machine()}
+    if quick:  # first: under a budget, the float32 tables are trimmed rather than this check
+        tiny = device_settings(True)
+        out["device_step"] = {"settings": tiny, **device_table(tiny, "cpu", deadline)}
+    out["estimates"] = estimate_table(s, deadline)
+    out["checkpointing"] = checkpoint_table(s, deadline)
+    return out
 
 
 def _mib(x: float) -> str:
@@ -150,6 +337,15 @@ def _mib(x: float) -> str:
 
 
 def markdown(result: dict) -> str:
+    """The float32 tables (a CPU run), then the bf16-mixed table (a GPU run, or a quick CPU
+    run's check of it)."""
+    lines = _cpu_lines(result) if "estimates" in result else []
+    if "device_step" in result:
+        lines += ["", *_device_lines(result)] if lines else _device_lines(result)
+    return "\n".join(lines)
+
+
+def _cpu_lines(result: dict) -> list[str]:
     d = result["settings"]["dims"]
     est = result["estimates"]
     worst = max(est.items(), key=lambda kv: abs(kv[1]["error"]))
@@ -175,8 +371,26 @@ def markdown(result: dict) -> str:
         )
     header = ["arm", "n_layers", "micro-batch", "estimate", "measured", "error"]
     lines += md_table(header, rows)
-    lines += ["", *_checkpoint_lines(result)]
-    return "\n".join(lines)
+    checkpointing = _checkpoint_lines(result)
+    lines += ["", *checkpointing] if checkpointing else []
+    trimmed = _cpu_trimmed(result)
+    return lines + ([f"\nTrimmed to the time budget: {trimmed}."] if trimmed else [])
+
+
+def _cpu_trimmed(result: dict) -> str:
+    """What a budget left out of the float32 tables: cells, depths, rounds."""
+    s, parts = result["settings"], []
+    planned = len(s["depths"]) * len(s["micro_batches"]) * len(ARMS)
+    if len(result["estimates"]) < planned:
+        parts.append(f"{len(result['estimates'])} of {planned} estimate cells")
+    ck = result["checkpointing"]
+    depths = {key.split("|")[1] for key in ck}
+    if len(depths) < len(s["depths"]):
+        parts.append(f"checkpointing at {len(depths)} of {len(s['depths'])} depths")
+    ran = min((c.get("rounds", s["rounds"]) for c in ck.values()), default=s["rounds"])
+    if ran < s["rounds"]:
+        parts.append(f"checkpointing timed in {ran} of {s['rounds']} rounds")
+    return "; ".join(parts)
 
 
 def _checkpoint_lines(result: dict) -> list[str]:
@@ -215,7 +429,63 @@ def _checkpoint_lines(result: dict) -> list[str]:
         "step s sublayer",
         "time ×",
     ]
-    return lines + md_table(header, rows)
+    return lines + md_table(header, rows) if rows else []  # none: the budget left it out
+
+
+def _device_lines(result: dict) -> list[str]:
+    table = result["device_step"]
+    s, cells = table["settings"], table["cells"]
+    d = s["dims"]
+    where = result.get("cuda") if result["device"].startswith("cuda") else None
+    lines = [
+        f"One training step as a GPU trial takes it (precision 'auto': bf16-mixed; global batch "
+        f"{s['batch']} in micro-batches through trainers.accumulate, clip, AdamW), "
+        f"d_model={d['d_model']}, n_heads={d['n_heads']}, seq_len={d['seq_len']}, vocab "
+        f"{d['vocab_size']}, {where or result['device']}: the memory plan's estimate against the "
+        f"measured peak, the median step time of {s['rounds']} interleaved rounds, tokens/s, and "
+        f"MFU (trainers.flops model FLOPs, no recompute, over {table['peak_flops'] / 1e12:,.1f} "
+        f"TFLOP/s, {table['peak_source']}). vs standard: the step time over standard's at the "
+        f"same micro-batch and checkpointing; vs none: over the same wiring's without "
+        f"checkpointing; both in the same rounds.",
+        "",
+    ]
+    trimmed = _device_trimmed(table)
+    if trimmed:
+        lines[-1:] = [f"Trimmed to the time budget: {trimmed}.", ""]
+    header = ["arm", "n_layers", "micro-batch", "checkpointing", "estimate", "measured", "error"]
+    header += ["step ms", "tokens/s", "MFU", "vs standard", "vs none"]
+    return lines + md_table(header, [_device_row(k, c) for k, c in cells.items()])
+
+
+def _device_row(key: str, c: dict[str, Any]) -> list[str]:
+    arm, depth, micro, how = key.split("|")
+    return [
+        f"`{arm}`",
+        depth,
+        micro,
+        how,
+        gib(c["estimate"]),
+        gib(c["measured"]),
+        f"{100 * c['error']:+.1f}%",
+        f"{1000 * c['step_s']:.0f}",
+        f"{c['tokens_per_s']:,.0f}",
+        f"{c['mfu']:.0%}",
+        fmt_ratio(c["vs_standard"]),
+        fmt_ratio(c["vs_none"]),
+    ]
+
+
+def _device_trimmed(table: dict[str, Any]) -> str:
+    """What a budget left out of the bf16-mixed table: skipped groups, then fewer rounds."""
+    planned = table["settings"]["rounds"]
+    parts = [f"{group} skipped" for group in table["skipped"]]
+    ran: dict[str, int] = {}
+    for key, cell in table["cells"].items():
+        _, depth, micro, _ = key.split("|")
+        group = f"n_layers={depth}, micro-batch {micro}"
+        ran[group] = min(ran.get(group, planned), cell["rounds"])
+    parts += [f"{group} ran {n} of {planned} rounds" for group, n in ran.items() if n < planned]
+    return "; ".join(parts)
 
 
 def main() -> None:

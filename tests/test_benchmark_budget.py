@@ -4,6 +4,8 @@ round always runs, and the result says what was left out."""
 
 from __future__ import annotations
 
+import pytest
+
 from benchmarks import variant_cost
 from benchmarks.common import Deadline, interleaved
 
@@ -53,3 +55,40 @@ def test_decode_runs_one_round_past_its_budget_and_standard_is_its_own_unit() ->
     peak = {arm: r["peak_prefill_mb"] for arm, r in result["results"].items()}
     assert all(p["32"] > p["16"] > 0 for p in peak.values()), peak
     assert peak["attnres"]["32"] > peak["standard"]["32"], peak
+
+
+def test_memory_plans_gpu_table_skips_groups_past_its_budget_and_says_so(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The GPU path of benchmarks/memory_plan.py, run on the CPU at a spent budget: the first
+    (depth, micro-batch) group runs one round of its two, the other groups are skipped, and the
+    Markdown names both; standard is its own unit and an unchecked step has no 'vs none'."""
+    from benchmarks import memory_plan as mp
+
+    monkeypatch.setattr(mp, "DEVICE_ARMS", ("standard", "attnres"))
+    s = {
+        "dims": {"d_model": 16, "n_heads": 2, "seq_len": 16, "vocab_size": 64},
+        "depths": [1, 2],
+        "batch": 2,
+        "micro_batches": [1, 2],
+        "rounds": 2,
+    }
+    table = {"settings": s, **mp.device_table(s, "cpu", Deadline.after(0))}
+    assert table["skipped"] == [
+        "n_layers=1, micro-batch 2",
+        "n_layers=2, micro-batch 1",
+        "n_layers=2, micro-batch 2",
+    ]
+    assert {c["rounds"] for c in table["cells"].values()} == {1}
+    assert len(table["cells"]) == 4  # 2 wirings x checkpointing none and sublayer
+    std, ck = table["cells"]["standard|1|1|none"], table["cells"]["attnres|1|1|sublayer"]
+    assert std["vs_standard"] == 1.0 and std["vs_none"] is None and ck["vs_none"] > 0
+    assert all(
+        c["measured"] > 0 and c["estimate"] > 0 and c["mfu"] > 0 for c in table["cells"].values()
+    )
+    text = mp.markdown({"name": mp.NAME, "device": "cpu", "device_step": table})
+    assert (
+        "Trimmed to the time budget: n_layers=1, micro-batch 2 skipped; n_layers=2, micro-batch 1 "
+        "skipped; n_layers=2, micro-batch 2 skipped; n_layers=1, micro-batch 1 ran 1 of 2 rounds."
+    ) in text
+    assert "| `attnres` | 1 | 1 | sublayer |" in text

@@ -47,7 +47,9 @@ PRECISION_BYTES: dict[str, Bytes] = {
     "16-mixed": Bytes(param=4, wide=4, narrow=2, weight_copy=2),
     "bf16-true": Bytes(param=2, wide=2, narrow=2, weight_copy=0),
 }
-LOSS_BYTES = 4  # the loss is taken in float32 (trainers.loss) whatever the precision
+# The loss is taken in at least float32 (trainers.loss): half-precision logits are raised to it,
+# float64 logits keep their precision.
+LOSS_BYTES = 4
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -132,7 +134,7 @@ def memory_plan(
         weight_copies=_weight_copies(m, params, b, sharded and workers > 1),
         activations=round(acts + depth),
         depth_state=round(depth),
-        logits=round(logits_tokens(m) * LOSS_BYTES * tokens),
+        logits=round(logits_tokens(m) * max(LOSS_BYTES, b.wide) * tokens),
         micro_batch=micro,
         workers=workers,
         sharded=sharded,
@@ -392,8 +394,9 @@ def fixed_elements(m: ModelConfig) -> int:
 
 
 def logits_tokens(m: ModelConfig) -> int:
-    """Per-token float32 elements of the loss at the backward's start: the saved
-    log-probabilities, their gradient and the logits' gradient, vocab_size each."""
+    """Per-token elements of the loss at the backward's start, in at least float32 (float64
+    under 64-true): the saved log-probabilities, their gradient and the logits' gradient,
+    vocab_size each."""
     return 3 * m.vocab_size
 
 

@@ -11,6 +11,7 @@ import torch
 from trainers.config import ModelConfig, RunConfig, TrainConfig, valid_wirings
 from trainers.memory_plan import (
     ATTNRES_GROUP,
+    PRECISION_BYTES,
     activation_tokens,
     depth_state,
     fixed_elements,
@@ -150,3 +151,16 @@ def test_auto_precision_is_bf16_mixed_on_a_gpu_and_float32_on_a_cpu() -> None:
     assert gpu.activations < cpu.activations and gpu.weight_copies == cpu.params // 2
     f32 = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, precision="32-true"))
     assert memory_plan(f32, gpu=True) == cpu
+
+
+def test_the_loss_is_taken_in_at_least_float32() -> None:
+    """The loss term is float32 under every 16- and 32-bit precision and float64 under 64-true:
+    trainers.loss raises half-precision logits to float32 and keeps float64 logits."""
+    from trainers.loss import lm_loss
+
+    plans = {p: memory_plan(_run(micro=2, precision=p)) for p in PRECISION_BYTES}
+    assert plans["64-true"].logits == 2 * plans["32-true"].logits
+    for precision in ("bf16-mixed", "16-mixed", "bf16-true"):
+        assert plans[precision].logits == plans["32-true"].logits
+    wide = torch.zeros(1, 2, TINY["vocab_size"], dtype=torch.float64)
+    assert lm_loss(wide, torch.zeros(1, 2, dtype=torch.long)).dtype == torch.float64
