@@ -12,8 +12,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from nas.spec import TrialSpec
 from trainers.config import RunConfig
-from trainers.memory_fit import cheapest_fit
+from trainers.memory_fit import Fit, cheapest_fit
 from trainers.memory_plan import MemoryPlan, gib, memory_plan
 
 UNITS = {
@@ -82,25 +83,39 @@ def plan_line(plan: MemoryPlan) -> str:
     )
 
 
+def cells(specs: Iterable[TrialSpec], base: RunConfig) -> dict[str, RunConfig]:
+    """Each arm's configuration, or the base's for a search (its sampled sizes are not known
+    before it runs): what a plan is made for."""
+    return {s.arm: s.config for s in specs} or {"base": base}
+
+
+def _shortfall(cfg: RunConfig, target: Target) -> tuple[MemoryPlan, Fit | None] | None:
+    """None where ``cfg``'s plan fits the device; else the plan and the cheapest setting that
+    would fit (None: none does)."""
+    plan = memory_plan(cfg, target.workers, target.sharded, target.gpu)
+    if plan.total <= target.device_bytes:
+        return None
+    return plan, cheapest_fit(cfg, target.device_bytes, target.workers, target.sharded, target.gpu)
+
+
 def verdict(cfg: RunConfig, target: Target) -> str:
     """``fits 80 GiB`` or ``does not fit 512 MiB; cheapest that fits: --set ...``."""
-    plan = memory_plan(cfg, target.workers, target.sharded, target.gpu)
-    size = gib(target.device_bytes)
-    if plan.total <= target.device_bytes:
+    size, short = gib(target.device_bytes), _shortfall(cfg, target)
+    if short is None:
         return f"fits {size}"
-    fit = cheapest_fit(cfg, target.device_bytes, target.workers, target.sharded, target.gpu)
+    fit = short[1]
     advice = "none fits" if fit is None else f"cheapest that fits: {fit.advice()}"
     return f"does not fit {size}; {advice}"
 
 
-def check_cells(cells: Iterable[tuple[str, RunConfig]], target: Target) -> None:
+def check_cells(arms: Iterable[tuple[str, RunConfig]], target: Target) -> None:
     """ValueError (one line) naming the first cell whose plan does not fit, its estimate, the
     device memory and the cheapest setting that would fit (or that none does)."""
-    for arm, cfg in cells:
-        plan = memory_plan(cfg, target.workers, target.sharded, target.gpu)
-        if plan.total <= target.device_bytes:
+    for arm, cfg in arms:
+        short = _shortfall(cfg, target)
+        if short is None:
             continue
-        fit = cheapest_fit(cfg, target.device_bytes, target.workers, target.sharded, target.gpu)
+        plan, fit = short
         advice = (
             "no micro-batch, checkpointing or sharding fits it"
             if fit is None

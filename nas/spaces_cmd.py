@@ -59,12 +59,11 @@ def _show(space: Any, device: int | None) -> None:
 def _memory(campaign: Any, base: Any, device: int | None) -> None:
     """Each cell's (arm's) memory plan on one device, and with ``device`` whether it fits;
     a search's base configuration stands for its sampled ones."""
-    from nas.memory_check import Target, plan_line, verdict
+    from nas.memory_check import Target, cells, plan_line, verdict
     from trainers.memory_plan import memory_plan
 
-    cells = {s.arm: s.config for s in campaign.specs} or {"base": base}
     print("  memory per device (1 worker; 'auto' precision as on a GPU):")
-    for arm, cfg in cells.items():
+    for arm, cfg in cells(campaign.specs, base).items():
         line = f"    {arm}: {plan_line(memory_plan(cfg))}"
         if device is not None:
             line += f"; {verdict(cfg, Target(device_bytes=device, gpu=True))}"

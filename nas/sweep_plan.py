@@ -158,7 +158,7 @@ def _check_memory(opts: SweepOptions, base: RunConfig, specs: Sequence[TrialSpec
     """Every cell's memory plan fits a device (``--device-memory``, or the driver's GPU where
     it has one; a CPU-only driver without the flag checks nothing). A search's sampled sizes
     are not known yet: its base configuration stands for them."""
-    from nas.memory_check import Target, check_cells, gpu_memory, has_cuda_driver
+    from nas.memory_check import Target, cells, check_cells, gpu_memory, has_cuda_driver
 
     device = opts.device_memory or gpu_memory()
     if device is None:
@@ -167,8 +167,7 @@ def _check_memory(opts: SweepOptions, base: RunConfig, specs: Sequence[TrialSpec
     gpu = (gpus or 0) > 0 or (gpus is None and has_cuda_driver())
     workers, sharded = opts.workers_per_trial, opts.strategy == "fsdp"
     target = Target(device_bytes=device, gpu=gpu, workers=workers, sharded=sharded)
-    cells = {s.arm: s.config for s in specs} or {"base": base}
-    check_cells(cells.items(), target)
+    check_cells(cells(specs, base).items(), target)
 
 
 def _check_study_storage(url: str, campaign: Campaign) -> None:
