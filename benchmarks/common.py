@@ -187,5 +187,11 @@ def md_table(header: list[str], rows: Iterable[list[str]]) -> list[str]:
     return [line(header), "| --- " * len(header) + "|", *(line(r) for r in rows)]
 
 
+def trimmed_caption(lines: list[str], trimmed: str) -> list[str]:
+    """A table's caption ``lines`` (ending in a blank line) with what a time budget left out,
+    if anything, as its last line: ``Trimmed to the time budget: ...``."""
+    return [*lines[:-1], f"Trimmed to the time budget: {trimmed}.", ""] if trimmed else lines
+
+
 def fmt_ratio(x: float | None) -> str:
     return "–" if x is None else f"{x:.2f}x"

@@ -50,6 +50,7 @@ from benchmarks.common import (
     md_table,
     ratio,
     sync,
+    trimmed_caption,
 )
 from trainers.accumulate import accumulate_gradients
 from trainers.checkpointing import enable_checkpointing
@@ -449,9 +450,7 @@ def _device_lines(result: dict) -> list[str]:
         f"checkpointing; both in the same rounds.",
         "",
     ]
-    trimmed = _device_trimmed(table)
-    if trimmed:
-        lines[-1:] = [f"Trimmed to the time budget: {trimmed}.", ""]
+    lines = trimmed_caption(lines, _device_trimmed(table))
     header = ["arm", "n_layers", "micro-batch", "checkpointing", "estimate", "measured", "error"]
     header += ["step ms", "tokens/s", "MFU", "vs standard", "vs none"]
     return lines + md_table(header, [_device_row(k, c) for k, c in cells.items()])

@@ -46,6 +46,7 @@ from benchmarks.common import (
     md_table,
     ratio,
     train_step,
+    trimmed_caption,
 )
 
 NAME = "variant_cost"
@@ -251,9 +252,7 @@ def markdown(result: dict) -> str:
         f"step memory ≤ {MEMORY_GOAL:.2f}x for all.",
         "",
     ]
-    trimmed = _trimmed(result)
-    if trimmed:
-        lines[-1:] = [f"Trimmed to the time budget: {trimmed}.", ""]
+    lines = trimmed_caption(lines, _trimmed(result))
     header = ["arm", *(f"time L{d}" for d in depths), *(f"step mem L{d}" for d in depths)]
     header += [f"peak mem L{goal_at}", f"goal at L{goal_at}"]
     rows = []
