@@ -127,6 +127,7 @@ def plan(opts: SweepOptions) -> Plan:
     for line in campaign.notes:  # cells differing only in fields their model does not read
         print(line)
     _check_workers(opts.workers_per_trial, base, campaign.specs)
+    _check_vocab(campaign.specs)
     _check_memory(opts, base, campaign.specs)
     _check_address(opts.address or os.environ.get("RAY_ADDRESS"))
     store = writer_store(opts.tracking_uri)
@@ -152,6 +153,19 @@ def _check_workers(workers: int, base: RunConfig, specs: Sequence[TrialSpec]) ->
             check_split(cfg, workers)
     except ValueError as err:
         raise ValueError(f"--workers-per-trial {workers}: {err}") from None
+
+
+def _check_vocab(specs: Sequence[TrialSpec]) -> None:
+    """Every cell's model takes the tokens of its data: a ``model.vocab_size`` an arm gives
+    below its corpus's vocabulary is refused here, not in each of its trials (the base took the
+    data's, or was checked, when ``under_settings`` built it)."""
+    from trainers.corpus.vocab import check_vocab
+
+    for spec in specs:
+        try:
+            check_vocab(spec.config)
+        except ValueError as err:
+            raise ValueError(f"{err} (arm {spec.arm!r})") from None
 
 
 def _check_memory(opts: SweepOptions, base: RunConfig, specs: Sequence[TrialSpec]) -> None:

@@ -14,6 +14,7 @@ from typing import Any, Literal, get_args, get_origin
 
 from record.errors import first_line
 from trainers.config import SECTIONS, RunConfig, to_dict
+from trainers.corpus.vocab import vocab_from_data
 
 
 def _field_types(cls: type[Any]) -> dict[str, Any]:
@@ -149,7 +150,9 @@ def load_yaml(path: str | Path) -> dict[str, Any]:
 
 def build_config(config_file: str | None = None, overrides: Iterable[str] = ()) -> RunConfig:
     """Defaults, then the file, then the ``--set`` overrides; validated once at the end, so a
-    file may hold a combination that only the overrides make valid."""
+    file may hold a combination that only the overrides make valid. A default the data decides
+    (``model.vocab_size``: a corpus's own vocabulary) is the data's where neither gave it
+    (``trainers.corpus.vocab``)."""
     data: dict[str, dict[str, Any]] = {}
     if config_file:
         try:
@@ -159,7 +162,8 @@ def build_config(config_file: str | None = None, overrides: Iterable[str] = ()) 
             raise ValueError(f"--config {config_file}: {err}") from None
     for section, values in parse_overrides(overrides).items():
         data.setdefault(section, {}).update(values)
-    return from_dict(data)
+    given = {f"{section}.{name}" for section, values in data.items() for name in values}
+    return vocab_from_data(from_dict(data), given)
 
 
 def field_help() -> dict[str, str]:

@@ -10,6 +10,7 @@ import lightning as L
 from torch.utils.data import DataLoader, Dataset, DistributedSampler, Sampler, SequentialSampler
 
 from trainers.config import DataConfig, ModelConfig, RunConfig, micro_steps
+from trainers.corpus.vocab import check_fits
 from trainers.data import SOURCES, DataSource
 
 
@@ -18,11 +19,7 @@ def load_source(data: DataConfig, model: ModelConfig) -> DataSource:
     ValueError naming the key, raised before anything is trained or written."""
     source = SOURCES.get(data.source)(data)
     source.check(model.seq_len)
-    if source.vocab_size > model.vocab_size:
-        raise ValueError(
-            f"model.vocab_size: {model.vocab_size} is too small for data.source "
-            f"{data.source!r}, whose tokens need at least {source.vocab_size}"
-        )
+    check_fits(model.vocab_size, data.source, source.vocab_size)
     return source
 
 

@@ -10,6 +10,7 @@ from typing import Any
 from trainers.budget import check_one_length, under_length
 from trainers.config import RunConfig
 from trainers.config_io import from_dict, nest, parse_overrides
+from trainers.corpus.vocab import vocab_from_data
 
 
 def under_settings(
@@ -29,4 +30,5 @@ def under_settings(
     # so a setting of a key the base holds must replace it there too, or it is silently lost.
     lengthened = under_length(base, flat)
     new_base = {**lengthened, **{k: v for k, v in flat.items() if k in lengthened}}
-    return new_base, from_dict(extra, from_dict(nest(new_base))), flat
+    config = from_dict(extra, from_dict(nest(new_base)))
+    return new_base, vocab_from_data(config, {*new_base, *flat}), flat

@@ -164,3 +164,113 @@ def test_a_sweep_over_a_corpus_prepared_again_is_refused(prepared: Path, tmp_pat
     assert conflicts(recorded(now), flatten(p.base), p.specs) == ""
     refused = conflicts(recorded("0123456789abcdef"), flatten(p.base), p.specs)
     assert f"data.manifest: 0123456789abcdef -> {now}" in refused
+
+
+TINY = [
+    "model.d_model=32",
+    "model.n_heads=2",
+    "model.n_layers=2",
+    "model.seq_len=8",
+    "train.batch_size=4",
+    "train.max_steps=3",
+    "train.val_every=3",
+    "train.val_batches=1",
+    "train.warmup_steps=1",
+]
+
+
+def _sets(*pairs: str) -> list[str]:
+    return [a for s in pairs for a in ("--set", s)]
+
+
+def test_train_takes_the_vocabulary_from_the_corpus(
+    prepared: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`nas train` on shards with model.vocab_size unset trains with the manifest's
+    vocabulary and records it: the resolved config, Lightning's hparams and the weights."""
+    import torch
+    import yaml
+
+    from trainers.config_io import build_config
+    from trainers.corpus.manifest import read_manifest
+
+    named = read_manifest(prepared).vocab_size
+    out = tmp_path / "run"
+    data = ("data.source=shards", f"data.path={prepared}")
+    assert main(["train", *_sets(*data, *TINY), "--out", str(out), "--no-progress"]) == 0
+    assert "val/loss" in capsys.readouterr().out
+    assert build_config(str(out / "config.yaml")).model.vocab_size == named
+    assert yaml.safe_load((out / "hparams.yaml").read_text())["model.vocab_size"] == named
+    weights = torch.load(out / "model.pt", weights_only=True)
+    assert weights["tok_emb.weight"].shape[0] == named
+
+
+def _space(tmp_path: Path, corpus: Path, arms: str) -> str:
+    """A space file over ``corpus`` whose base leaves model.vocab_size unset."""
+    base = ", ".join(f"{k}: {v}" for k, v in (s.split("=") for s in TINY))
+    path = tmp_path / "vocab.yaml"
+    path.write_text(
+        f"name: vocab\nbase: {{{base}, data.source: shards, data.path: '{corpus}'}}\n"
+        f"seeds: [0, 1]\narms: {arms}\n"
+    )
+    return str(path)
+
+
+def test_a_sweep_takes_the_vocabulary_from_the_corpus_once(
+    prepared: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A sweep's base is resolved against its corpus before launch: the base the parent run
+    records and every trial take the manifest's vocabulary (data given by --set, or by the
+    space's base), and an arm that gives a larger one keeps it."""
+    from nas.sweep_plan import SweepOptions, plan
+    from trainers.config import flatten
+    from trainers.corpus.manifest import read_manifest
+
+    monkeypatch.chdir(tmp_path)
+    named = read_manifest(prepared).vocab_size
+    ray = str(tmp_path / "ray")
+    sets = ("data.source=shards", f"data.path={prepared}")
+    p = plan(SweepOptions(space="smoke", storage_path=ray, overrides=sets))
+    assert flatten(p.base)["model.vocab_size"] == named
+    assert {s.config.model.vocab_size for s in p.specs} == {named}
+    arms = f"{{data: {{model.residual: standard}}, wide: {{model.vocab_size: {named + 64}}}}}"
+    p = plan(SweepOptions(space=_space(tmp_path, prepared, arms), storage_path=ray))
+    assert p.base.model.vocab_size == named
+    by_arm = {(s.arm, s.config.model.vocab_size) for s in p.specs}
+    assert by_arm == {("data", named), ("wide", named + 64)}
+
+
+def test_a_given_vocabulary_too_small_is_refused(
+    prepared: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A model.vocab_size given below the corpus's is refused in the same one line, exit 2,
+    nothing written, by nas train and by a sweep's plan (given by --set, or by an arm)."""
+    from nas.sweep_plan import SweepOptions, plan
+    from trainers.corpus.manifest import read_manifest
+
+    monkeypatch.chdir(tmp_path)
+    named = read_manifest(prepared).vocab_size
+    line = (
+        f"model.vocab_size: 256 is too small for data.source 'shards', whose tokens need at "
+        f"least {named}"
+    )
+    sets = ("data.source=shards", f"data.path={prepared}", "model.vocab_size=256")
+    ray = tmp_path / "ray"
+    with pytest.raises(ValueError) as refused:  # before `nas sweep` below could launch anything
+        plan(SweepOptions(space="smoke", storage_path=str(ray), overrides=sets))
+    assert str(refused.value) == line
+    small = _space(tmp_path, prepared, "{data: {}, small: {model.vocab_size: 256}}")
+    with pytest.raises(ValueError) as refused:
+        plan(SweepOptions(space=small, storage_path=str(ray)))
+    assert str(refused.value) == f"{line} (arm 'small')"
+    out, store = tmp_path / "run", tmp_path / "mlflow.db"
+    before = set(tmp_path.iterdir())
+    _one_line_exit_2(["train", *_sets(*sets, *TINY), "--out", str(out)], line, capsys)
+    uri = f"sqlite:///{store}"
+    for space in ("smoke", small):
+        argv = ["sweep", space, "--storage-path", str(ray), "--tracking-uri", uri]
+        _one_line_exit_2([*argv, *(_sets(*sets) if space == "smoke" else [])], line, capsys)
+    assert set(tmp_path.iterdir()) == before

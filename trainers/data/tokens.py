@@ -1,4 +1,5 @@
-"""Pre-tokenized corpora in nanoGPT's format: ``train.bin`` and ``val.bin`` of uint16 tokens."""
+"""Pre-tokenized corpora in nanoGPT's format: ``train.bin`` and ``val.bin`` of uint16 tokens, and
+the ``meta.pkl`` naming the vocabulary where nanoGPT's ``prepare.py`` wrote one."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from trainers.config import DataConfig
+from trainers.corpus.vocab import meta_vocab
 from trainers.data.source import SOURCES, DataSource, TokenCorpus
 
 
@@ -30,6 +32,7 @@ def load_tokens(cfg: DataConfig) -> DataSource:
             "train.bin and val.bin (uint16, nanoGPT format)"
         )
     train, val = _open(files["train"]), _open(files["val"])
-    vocab = int(max(train.max(), val.max())) + 1  # one pass over each memory-mapped file
+    seen = int(max(train.max(), val.max())) + 1  # one pass over each memory-mapped file
+    vocab = max(seen, meta_vocab(folder) or 0)  # the tokenizer's, where meta.pkl names it
     # No byte mapping is known for a user's tokenizer: bits per byte is not reported.
     return TokenCorpus("tokens", train, val, vocab, None, str(folder))
