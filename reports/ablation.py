@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from record.schema import BEST_VAL_LOSS, Metric, Status
-from reports.normalize import TrialView, recorded, varied_axes
+from reports.normalize import TrialView, read_axes, read_values, reads, recorded, varied_axes
 from reports.outcomes import counts, diverged
 from reports.published import attnres_switches
 from reports.stats import Comparison, Interval, adjust, compare, mean_ci, verdict
@@ -266,18 +266,31 @@ class AxisEffect:
     loss: pd.DataFrame  # mean final loss over the cell's comparable trials (NaN: none)
     diverged: pd.DataFrame  # trials of the cell that diverged
     trials: pd.DataFrame  # trials of the cell that trained to an outcome
+    others: tuple[str, ...] = ()  # the axes held fixed (the rows); none: one row, "all"
+
+    def compares(self) -> bool:
+        """Whether some row holds two values of the axis (cells with trials): a table of one
+        value per row shows no effect of it."""
+        filled = (self.trials.fillna(0) > 0).sum(axis=1)
+        return bool(len(filled)) and int(filled.max()) >= 2
 
 
 def axis_effect(view: TrialView, axis: str, metric: str = Metric.FINAL_VAL_LOSS) -> AxisEffect:
     """Mean ``metric`` over seeds for each value of ``axis`` (columns), with every other
     varied axis held fixed (rows), over the trials that trained to an outcome: an interaction
     shows as rows that disagree. Beside it, each cell's divergence count: at depth, divergence
-    is a result, and the mean is over the survivors only."""
-    ran = view.outcome
+    is a result, and the mean is over the survivors only. Only the trials that read ``axis``
+    hold a value of it (``reads``); a row axis that some of them do not read has a row
+    ``NOT_READ`` for those."""
+    ran = view.outcome[reads(view.outcome, axis)]
     kept = ran.index.isin(view.comparable.index)
     values = ran[metric] if metric in ran else pd.Series(math.nan, index=ran.index)
-    cells = ran.assign(_value=values.where(kept), _diverged=diverged(ran).astype(int))
-    others = [k for k in varied_axes(ran) if k != axis and k not in view.chosen]
+    others = [k for k in read_axes(ran) if k != axis and k not in view.chosen]
+    cells = ran.assign(
+        **{k: read_values(ran, k) for k in others},
+        _value=values.where(kept),
+        _diverged=diverged(ran).astype(int),
+    )
     grouped = cells.groupby([*others, axis], dropna=False)
     frames = {
         "loss": grouped["_value"].mean(),
@@ -285,7 +298,8 @@ def axis_effect(view: TrialView, axis: str, metric: str = Metric.FINAL_VAL_LOSS)
         "trials": grouped.size(),
     }
     return AxisEffect(
-        **{name: _table(series, axis, bool(others)) for name, series in frames.items()}
+        **{name: _table(series, axis, bool(others)) for name, series in frames.items()},
+        others=tuple(others),
     )
 
 

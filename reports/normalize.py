@@ -29,6 +29,7 @@ import pandas as pd
 from record.schema import LEGACY_INFEASIBLE, Metric, Status, Tag
 from reports.outcomes import comparable, configured, with_outcome
 from trainers.config import MODEL_DEFAULTS
+from trainers.identity import READERS
 
 FIRST_VERSION = 1  # a run without Tag.SCHEMA_VERSION
 PARAM_PREFIXES = ("model.", "train.", "data.")
@@ -122,6 +123,37 @@ def varied_axes(trials: pd.DataFrame) -> list[str]:
     on other data."""
     keys = [c for c in trials.columns if c.startswith(PARAM_PREFIXES) and c != SEED_KEY]
     return [k for k in keys if _as_text(trials, k).nunique() > 1]
+
+
+# What a trial holds for a field its configuration does not read (``reads``): no value of it.
+NOT_READ = "(not read)"
+
+
+def reads(trials: pd.DataFrame, key: str) -> pd.Series:
+    """Per trial, whether its configuration reads config field ``key`` (``trainers.identity``'s
+    ``READERS``, over the trial's recorded selectors; a field it does not name is read by every
+    configuration). A field a trial does not read holds the default the sweep gave it (Block
+    AttnRes's N beside a standard arm), which says nothing of the model the trial built."""
+    reader = READERS.get(key.removeprefix("model.")) if key.startswith("model.") else None
+    if reader is None or trials.empty:
+        return pd.Series(True, index=trials.index, dtype=bool)
+    selectors = [(s, f"model.{s}") for s in reader.selectors]
+    return pd.Series(
+        [reader.reads({s: recorded(row, k) for s, k in selectors}) for _, row in trials.iterrows()],
+        index=trials.index,
+        dtype=bool,
+    )
+
+
+def read_values(trials: pd.DataFrame, key: str) -> pd.Series:
+    """``key``'s column with ``NOT_READ`` where a trial does not read the field (``reads``)."""
+    return trials[key].where(reads(trials, key), NOT_READ)
+
+
+def read_axes(trials: pd.DataFrame) -> list[str]:
+    """``varied_axes`` over the trials that read each key: a field an arm does not read is no
+    axis of that arm, so standard's default N beside Block AttnRes at N = 4 varies nothing."""
+    return [k for k in varied_axes(trials) if _as_text(trials[reads(trials, k)], k).nunique() > 1]
 
 
 def label_of(row: Mapping[str, Any], keys: Sequence[str]) -> str:
