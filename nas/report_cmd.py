@@ -152,6 +152,16 @@ def run_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def results_brief(uri: str, name: str) -> list[str]:
+    """The sweep's results as the report's first table gives them, in a few lines of text
+    (``reports.brief``): what ``nas sweep`` ends with. The sweep is read as ``nas report`` reads
+    it by default (every plan, the default baselines). ValueError (one line) as ``load_sweep``."""
+    from reports.brief import results_brief as brief
+    from reports.load import load_sweep
+
+    return brief(load_sweep(uri, name))
+
+
 def _log(uri: str, data: Any, out: Path) -> None:
     """Attach the report to the latest invocation's parent run; a store that refuses it costs
     the copy in MLflow, not the report on disk."""

@@ -1,7 +1,8 @@
 """What a sweep prints at the end, read from the record (not from Tune, which only knows this
 invocation's trials): the trials ranked (or the Pareto front of a multi-objective search), every
-trial that did not finish with its status and reason, where the results are and what to run next;
-and the sweep-level metrics for the parent run."""
+trial that did not finish with its status and reason, where the results are and what to run next,
+then the arms as the report's first table gives them and where the best configuration was
+written; and the sweep-level metrics for the parent run."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from nas.spec import trial_label
@@ -17,6 +19,7 @@ from record.redact import redact
 from record.schema import FINAL_OF, Metric, Status
 from search_spaces.pareto import pareto_front
 
+BEST_CONFIG = "best-config.yaml"  # beside the Tune state
 NOT_STARTED = "not started"  # planned, with no run in the record yet
 # Outcomes that leave the sweep to be continued by running the same command again.
 UNSETTLED = (Status.KILLED.value, NOT_STARTED, "running")
@@ -116,9 +119,25 @@ def print_next(name: str, uri: str, default_uri: str, state: Any) -> None:
     print(f"next: `nas report {name}{store}` for the report, `nas ui{store}` to browse")
 
 
-def write_best(o: Outcome, path: Any) -> None:
-    """The best trial's full configuration, as recorded, as YAML: printed and saved beside the
-    Tune state; ``nas train --config`` takes it as it is."""
+def print_end(name: str, uri: str, top: Outcome | None, folder: Path) -> None:
+    """The sweep's last screen: its arms as the report's first table gives them (the mean final
+    validation loss with its interval and seeds, Δ against the baseline with the test's verdict,
+    the minimum detectable effect), then where the best trial's configuration was written."""
+    from nas.report_cmd import results_brief
+
+    try:
+        lines = results_brief(uri, name)
+    except ValueError as err:  # a record the report cannot read: `nas report` says the same
+        lines = [f"arms: the record cannot be summarized ({err})"]
+    print("\n" + "\n".join(lines))
+    if top is not None:
+        folder.mkdir(parents=True, exist_ok=True)
+        write_best(top, folder / BEST_CONFIG)
+
+
+def write_best(o: Outcome, path: Path) -> None:
+    """Save the best trial's full configuration, as recorded, as YAML (``nas train --config``
+    takes it as it is), and say where in one line."""
     import yaml
 
     from trainers.config import to_dict
@@ -127,7 +146,5 @@ def write_best(o: Outcome, path: Any) -> None:
     assert o.trial is not None
     keys = field_help()
     pairs = [f"{k}={v}" for k, v in o.trial.params.items() if k in keys]
-    text = yaml.safe_dump(to_dict(from_dict(parse_overrides(pairs))), sort_keys=False)
-    path.write_text(text)
-    print(f"best configuration by val_loss (also in {path}; `nas train --config` takes it):")
-    print("".join(f"  {line}\n" for line in text.splitlines()), end="")
+    path.write_text(yaml.safe_dump(to_dict(from_dict(parse_overrides(pairs))), sort_keys=False))
+    print(f"best trial: {o.label} (final val loss {o.loss:.4f}); for `nas train --config`: {path}")

@@ -84,17 +84,14 @@ def _fit(
 
 def _finish(p: Plan, uri: str, record: SweepRecord, repeats: int) -> tuple[dict[str, float], str]:
     """Close the record (trials left RUNNING are killed) and summarize it."""
-    from nas.summary import best, outcomes, print_next, summarize, write_best
+    from nas.summary import best, outcomes, print_end, print_next, summarize
 
     close_sweep(record, {}, None, p.folder)
     recorded = recorded_trials(record)
     results = outcomes(p.campaign.planned(recorded, repeats), recorded)
     summary = summarize(p.name, results, p.space.objectives, p.skipped)
     print_next(p.name, uri, resolve_tracking_uri(None), p.folder)
-    top = best(results)
-    if top is not None:
-        p.folder.mkdir(parents=True, exist_ok=True)
-        write_best(top, p.folder / "best-config.yaml")
+    print_end(p.name, uri, best(results), p.folder)
     if not summary["sweep/unsettled"]:  # every trial's steps are in the record
         prune(p.folder, {Path(c[0]) for c in latest_checkpoints(p.folder).values()})
         shutil.rmtree(p.folder / JOURNAL_FOLDER, ignore_errors=True)

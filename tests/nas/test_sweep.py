@@ -99,6 +99,14 @@ def test_grid_sweep_records_one_child_run_per_cell_and_resumes_without_duplicate
     best = build_config(str(tmp_path / "ray" / "smoke" / "best-config.yaml"))
     assert best.model.residual == best_line.split()[2] and best.train.max_steps == 20
     assert "nothing to run" not in proc.stdout
+    # the last screen: the arms (one seed each, so no interval, and a line saying so), then
+    # where the best configuration was written, not the configuration itself
+    end = proc.stdout.splitlines()
+    arms = end.index(next(line for line in end if line.startswith("arms by mean final")))
+    assert {end[arms + 2].split()[0], end[arms + 3].split()[0]} == {"standard", "block_attnres"}
+    assert any(line.startswith("one seed per arm: no interval") for line in end[arms:])
+    assert end[-1].startswith("best trial: ") and "best-config.yaml" in end[-1]
+    assert not any(line.lstrip().startswith(("model:", "train:")) for line in end)
 
     # the recorded trial retrains from its logged configuration and seed to the same loss
     child = children[0]

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 REPORT_MODULES = (
+    "reports.brief",
     "reports.build",
     "reports.load",
     "reports.plans",
