@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from reports.normalize import recorded
 from trainers import catalogue
-from trainers.config import ATTNRES_SWITCHES
+from trainers.config import ATTNRES_SWITCHES, balanced_partition
 
 # The AttnRes design switches at the paper's choice, as recorded parameters (MLflow's strings).
 ATTNRES_DEFAULTS = {f"model.{name}": str(value) for name, value in ATTNRES_SWITCHES.items()}
@@ -36,9 +36,16 @@ class Published:
     # The one AttnRes design switch the row sets, (short name, value); "" as the value matches
     # any value (the paper's window and head count are for its 32-sublayer, d = 1168 model).
     switch: tuple[str, str] | None = None
+    # A Block AttnRes row's N (AttnRes blocks): matched at any N, and the report says where a
+    # sweep's N differs (``paper_arm``).
+    attnres_blocks: int | None = None
 
 
-# Table 4: the 436M model (16 blocks), identical hyperparameters and compute.
+# Table 4: the 436M model, 16 layers (Transformer blocks: 32 sublayers), identical
+# hyperparameters and compute. Its Block AttnRes rows split the 32 sublayers into N = 8 AttnRes
+# blocks of S = 4 (§5.3; Fig. 6 finds S = 2, 4 and 8 alike).
+TABLE4_SUBLAYERS = 32
+TABLE4_ATTNRES_BLOCKS = 8
 TABLE4_BASELINE = 1.766
 TABLE4 = (
     Published("Baseline (PreNorm)", 1.766, "standard"),
@@ -55,9 +62,17 @@ TABLE4 = (
     Published("Full + sigmoid", 1.741, "attnres", ("gate", "sigmoid")),
     Published("Full without key RMSNorm", 1.743, "attnres", ("key_norm", "none")),
     Published("Full, sliding window (W = 1 + 8)", 1.764, "attnres", ("window", "")),
-    Published("AttnRes Block (N = 8)", 1.746, "block_attnres"),
-    Published("Block + multi-head (H = 16)", 1.752, "block_attnres", ("heads", "")),
-    Published("Block without key RMSNorm", 1.750, "block_attnres", ("key_norm", "none")),
+    Published("AttnRes Block (N = 8)", 1.746, "block_attnres", None, TABLE4_ATTNRES_BLOCKS),
+    Published(
+        "Block + multi-head (H = 16)", 1.752, "block_attnres", ("heads", ""), TABLE4_ATTNRES_BLOCKS
+    ),
+    Published(
+        "Block without key RMSNorm",
+        1.750,
+        "block_attnres",
+        ("key_norm", "none"),
+        TABLE4_ATTNRES_BLOCKS,
+    ),
 )
 
 # Table 2: final validation loss per model size (activated params excluding embeddings).
@@ -90,6 +105,39 @@ def published_for(params: Mapping[str, object]) -> Published | None:
     return next(
         (r for r in TABLE4 if r.residual == residual and _same_switch(r.switch, switches)), None
     )
+
+
+def paper_arm(published: Published, params: Mapping[str, object]) -> str:
+    """The paper's arm as a report names it beside a configuration: its label, and for a Block
+    AttnRes row where the configuration's N differs from the paper's, both, with the sublayers
+    per AttnRes block (S) each has: "AttnRes Block (N = 8); sweep N = 4, paper N = 8 (S = 4 in
+    both)"."""
+    paper = published.attnres_blocks
+    n = _whole(recorded(params, "model.attnres_blocks"))
+    layers = _whole(recorded(params, "model.n_layers"))
+    if paper is None or n is None or n == paper:
+        return published.label
+    said = f"{published.label}; sweep N = {n}, paper N = {paper}"
+    if layers is None or not 1 <= n <= 2 * layers:
+        return said
+    here = _sizes(balanced_partition(2 * layers, n))
+    there = _sizes(balanced_partition(TABLE4_SUBLAYERS, paper))
+    same = f"S = {here} in both" if here == there else f"S = {here} here, {there} in the paper"
+    return f"{said} ({same})"
+
+
+def _whole(value: object) -> int | None:
+    """A recorded integer (int, float or MLflow's text); None where it is not one."""
+    try:
+        number = float(str(value))
+    except ValueError:
+        return None
+    return int(number) if number.is_integer() else None
+
+
+def _sizes(partition: tuple[int, ...]) -> str:
+    """A partition's block size, or each size where they differ ("3,3,2")."""
+    return str(partition[0]) if len(set(partition)) == 1 else ",".join(map(str, partition))
 
 
 def _same_switch(switch: tuple[str, str] | None, switches: dict[str, str]) -> bool:

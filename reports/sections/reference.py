@@ -15,9 +15,12 @@ from reports.document import Paragraph, Section, Table
 from reports.published import (
     TABLE2,
     TABLE2_COLUMNS,
+    TABLE4_ATTNRES_BLOCKS,
     TABLE4_BASELINE,
+    TABLE4_SUBLAYERS,
     Published,
     attnres_switches,
+    paper_arm,
     published_for,
 )
 from reports.sections.cells import fmt, fmt_ci, fmt_diff, upper
@@ -40,7 +43,12 @@ def reference_section(data: SweepData, rows: list[ArmRow]) -> Section:
     ]
     firsts = done.drop_duplicates("arm").set_index("arm")
     published_of = {arm: published_for(row.to_dict()) for arm, row in firsts.iterrows()}
-    beside = _beside(rows, published_of)
+    named = {
+        arm: paper_arm(p, firsts.loc[arm].to_dict())
+        for arm, p in published_of.items()
+        if p is not None
+    }
+    beside = _beside(rows, published_of, named)
     if beside:
         columns = (
             "arm",
@@ -52,7 +60,8 @@ def reference_section(data: SweepData, rows: list[ArmRow]) -> Section:
             "verdict here",
         )
         blocks.append(Table(columns, tuple(beside), "published (Table 4) beside this sweep"))
-    switched = _against_parent(data.view.comparable, firsts, published_of)
+    blocks.extend(_block_note(named, published_of))
+    switched = _against_parent(data.view.comparable, firsts, published_of, named)
     if switched:
         blocks.append(
             Table(
@@ -85,7 +94,27 @@ def reference_section(data: SweepData, rows: list[ArmRow]) -> Section:
     return Section("Published reference and what these runs show", tuple(blocks))
 
 
-def _beside(rows: list[ArmRow], published_of: dict[Any, Published | None]) -> list[tuple[str, ...]]:
+def _block_note(
+    named: dict[Any, str], published_of: dict[Any, Published | None]
+) -> list[Paragraph]:
+    """What N and S mean, where a Block AttnRes arm's N differs from the paper's."""
+    if not any(named[arm] != p.label for arm, p in published_of.items() if p is not None):
+        return []
+    layers, s = TABLE4_SUBLAYERS // 2, TABLE4_SUBLAYERS // TABLE4_ATTNRES_BLOCKS
+    return [
+        Paragraph(
+            "N counts AttnRes blocks (`model.attnres_blocks`), not Transformer blocks: the "
+            "sublayers are split into N AttnRes blocks of S sublayers each. Table 4's Block rows "
+            f"split the paper's {layers} layers ({TABLE4_SUBLAYERS} sublayers) into N = "
+            f"{TABLE4_ATTNRES_BLOCKS} AttnRes blocks of S = {s}; its Fig. 6 finds S = 2, 4 and "
+            "8 alike (about 1.746) and S = 16 and 32 nearer the baseline."
+        )
+    ]
+
+
+def _beside(
+    rows: list[ArmRow], published_of: dict[Any, Published | None], named: dict[Any, str]
+) -> list[tuple[str, ...]]:
     out: list[tuple[str, ...]] = []
     for r in rows:
         published = published_of.get(r.arm)
@@ -94,7 +123,7 @@ def _beside(rows: list[ArmRow], published_of: dict[Any, Published | None]) -> li
         out.append(
             (
                 r.arm,
-                published.label,
+                named[r.arm],
                 fmt(published.val_loss, 3),
                 f"{published.val_loss - TABLE4_BASELINE:+.3f}",
                 fmt_ci(r.final),
@@ -108,7 +137,10 @@ def _beside(rows: list[ArmRow], published_of: dict[Any, Published | None]) -> li
 
 
 def _against_parent(
-    done: pd.DataFrame, firsts: pd.DataFrame, published_of: dict[Any, Published | None]
+    done: pd.DataFrame,
+    firsts: pd.DataFrame,
+    published_of: dict[Any, Published | None],
+    named: dict[Any, str],
 ) -> list[tuple[str, ...]]:
     """Each arm of an AttnRes wiring that sets a design switch (``attnres_switches``) against
     the arm of the same residual that sets none: Table 4's own comparison."""
@@ -141,7 +173,7 @@ def _against_parent(
             (
                 str(arm),
                 str(parent),
-                published.label if published else "—",
+                named[arm] if published else "—",
                 f"{delta:+.3f}" if math.isfinite(delta) else "—",
                 fmt_diff(c),
                 here,
