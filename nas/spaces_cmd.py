@@ -12,8 +12,9 @@ def add_spaces_parser(sub: Any) -> None:
         help="list the built-in search spaces, or show one",
         description="Without a name: every built-in space in one line. With a name or a YAML "
         "file: its arms, parameters, seeds, the number of valid and skipped cells, the "
-        "AttnRes blocks (sublayers per block) of each AttnRes configuration, and each cell's "
-        "memory plan per device (trainers/memory_plan.py; 'auto' precision as on a GPU).",
+        "AttnRes blocks (N, and the sublayers in each) of each AttnRes configuration, and "
+        "each cell's memory plan per device (trainers/memory_plan.py; 'auto' precision as on "
+        "a GPU).",
     )
     p.add_argument("space", nargs="?", help="a built-in space name or a space YAML file")
     p.add_argument(

@@ -127,7 +127,7 @@ def run_train(args: argparse.Namespace) -> int:
 
     m = cfg.model
     print(
-        f"training {m.residual}/{m.placement}/{m.norm}, {m.n_layers} blocks, d_model "
+        f"training {m.residual}/{m.placement}/{m.norm}, {m.n_layers} layers, d_model "
         f"{m.d_model}, on {source.name}; outputs in {out}"
     )
     result, model = train(

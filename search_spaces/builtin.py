@@ -34,10 +34,11 @@ SMALL: dict[str, Any] = {
     "train.val_batches": 4,
     "train.warmup_steps": 15,
 }
-# The demo's size, chosen by measurement (docs/results/demo/findings.md): at 8 blocks (16
-# sublayers) and 300 steps Block AttnRes's gain over PreNorm is several times its seed noise
-# (at 150 steps, `quick`, it had not appeared yet); a batch of 8 keeps the gain (-0.044 against
-# -0.044 at 16, calibration seeds) at about half the time.
+# The demo's size, chosen by measurement (docs/results/demo/findings.md): at 8 layers (16
+# sublayers; Block AttnRes at N = 4 AttnRes blocks of 4) and 300 steps Block AttnRes's gain over
+# PreNorm is several times its seed noise (at 150 steps, `quick`, it had not appeared yet); a
+# batch of 8 keeps the gain (-0.044 against -0.044 at 16, calibration seeds) at about half the
+# time.
 DEMO_SIZE: dict[str, Any] = {
     "model.d_model": 64,
     "model.n_heads": 4,
@@ -92,8 +93,9 @@ def _blocks() -> dict[str, dict[str, Any]]:
     return arms
 
 
-# Table 4's model has 16 blocks (32 sublayers) of width 1168; at CPU size: 8 blocks of width 64,
-# keeping the paper's block size S = 4 sublayers (N = 4) and its window as a quarter of the depth
+# Table 4's model has 16 layers (32 sublayers) of width 1168; at CPU size: 8 layers of width 64,
+# keeping the paper's AttnRes block size S = 4 sublayers (N = 4 AttnRes blocks, the paper's 8) and
+# its window as a quarter of the depth
 # (W = 4 of 16 sublayers; the paper's 8 of 32), and its H = 16 channel groups.
 TABLE4_SIZE: dict[str, Any] = {
     "model.d_model": 64,
@@ -166,7 +168,8 @@ def _architectures() -> dict[str, dict[str, Any]]:
     """Fig. 7's grid at CPU size: d_model / n_layers in {6, 16, 48} (the paper's 15 to 75 at 100x
     the width) x n_heads / n_layers in {0.5, 1} (the paper's 0.3 to 0.7), each shape near 2e5
     sublayer weights (n_layers (4 d^2 + 2 d h): 221k, 197k, 221k) as the paper holds its ~2.3e8,
-    for standard and Block AttnRes (N = 4: blocks of 4, 2 and 1 sublayers at 8, 4 and 2 blocks)."""
+    for standard and Block AttnRes (N = 4 AttnRes blocks, of 4, 2 and 1 sublayers at 8, 4 and 2
+    layers)."""
     shapes = {6: (8, 48), 16: (4, 64), 48: (2, 96)}  # d_model / n_layers -> (n_layers, d_model)
     arms: dict[str, dict[str, Any]] = {}
     for wiring in ("standard", "block_attnres"):
@@ -238,15 +241,16 @@ _PLAIN: dict[str, Space] = {
     for space in (
         Space(
             name="smoke",
-            description="a few tiny trials for tests: standard vs Block AttnRes, seconds each",
+            description="a few tiny trials for tests: standard vs Block AttnRes (N = 2 AttnRes "
+            "blocks), seconds each",
             base={**TINY, "model.attnres_blocks": 2},
             arms={"standard": CORE["standard"], "block_attnres": CORE["block_attnres"]},
         ),
         Space(
             name="demo",
             description="the demo (`make demo`): standard pre-norm against Block AttnRes at 8 "
-            "blocks, 300 steps of 8 sequences, 6 seeds (about 8 minutes on 2 CPU cores at "
-            "--concurrency 2)",
+            "layers (16 sublayers in N = 4 AttnRes blocks), 300 steps of 8 sequences, 6 seeds "
+            "(about 8 minutes on 2 CPU cores at --concurrency 2)",
             base=DEMO_SIZE,
             arms={"standard": CORE["standard"], "block_attnres": CORE["block_attnres"]},
             # The 8 seeds measured in choosing the size put the paired sd at 0.023 nats: at 6
@@ -255,8 +259,8 @@ _PLAIN: dict[str, Space] = {
         ),
         Space(
             name="quick",
-            description="a first look: standard/pre vs Full and Block AttnRes at 4 and 8 blocks, "
-            "150 steps, 2 seeds (about 6 minutes on 2 CPU cores)",
+            description="a first look: standard/pre vs Full and Block AttnRes (N = 4 AttnRes "
+            "blocks) at 4 and 8 layers, 150 steps, 2 seeds (about 6 minutes on 2 CPU cores)",
             base={**SMALL, "model.attnres_blocks": 4},
             arms=CORE,
             params={"model.n_layers": Choice((4, 8))},
@@ -264,7 +268,8 @@ _PLAIN: dict[str, Space] = {
         ),
         Space(
             name="residual_ablation",
-            description="every residual type in each valid placement, at 4 and 16 blocks, 3 seeds",
+            description="every residual type in each valid placement, at 4 and 16 layers (Block "
+            "AttnRes at N = 8 AttnRes blocks), 3 seeds",
             base={**ABLATION, "model.attnres_blocks": 8},
             arms=_every_wiring(),
             params={"model.n_layers": Choice((4, 16))},
@@ -272,7 +277,8 @@ _PLAIN: dict[str, Space] = {
         ),
         Space(
             name="depth_scaling",
-            description="n_layers 4 to 64 for standard, Full and Block AttnRes and mHC, 3 seeds",
+            description="n_layers 4 to 64 for standard, Full and Block AttnRes (N = 4 AttnRes "
+            "blocks) and mHC, 3 seeds",
             base={**ABLATION, "model.attnres_blocks": 4},
             arms={**CORE, "mhc": {"model.residual": "mhc"}},
             params={"model.n_layers": Choice((4, 8, 16, 32, 64))},
@@ -280,8 +286,8 @@ _PLAIN: dict[str, Space] = {
         ),
         Space(
             name="attnres_blocks",
-            description="Block AttnRes with N in 1, 2, 4, 8, 16 blocks and Full AttnRes at 16 "
-            "blocks (the paper's block-size sweep), 3 seeds",
+            description="Block AttnRes at N = 1, 2, 4, 8, 16 AttnRes blocks and Full AttnRes, "
+            "at 16 layers (32 sublayers; the paper's Fig. 6), 3 seeds",
             base={**ABLATION, "model.n_layers": 16},
             arms=_blocks(),
             seeds=(0, 1, 2),
@@ -291,7 +297,7 @@ _PLAIN: dict[str, Space] = {
             description="the AttnRes paper's ablation table (Table 4) at CPU size: baseline, "
             "DenseFormer, mHC-lite (the paper's mHC) and Sinkhorn mHC, Full AttnRes and each "
             "design switch, Block AttnRes and its switches, and Delta AttnRes (Full and Block), "
-            "8 blocks, 3 seeds",
+            "at 8 layers, Block at N = 4 AttnRes blocks (of 4 sublayers, as in the paper), 3 seeds",
             base=TABLE4_SIZE,
             arms=_table4(),
             seeds=(0, 1, 2),
@@ -299,7 +305,8 @@ _PLAIN: dict[str, Space] = {
         Space(
             name="compute_frontier",
             description="iso-FLOP curves: 3 FLOP budgets (3e10, 1e11, 3e11) x n_layers 2, 4, 8 "
-            "at width 32 for standard and Block AttnRes, steps derived from each budget, 2 seeds "
+            "at width 32 for standard and Block AttnRes (N = 4 AttnRes blocks), steps derived from "
+            "each budget, 2 seeds "
             "(about 4 minutes on 2 CPU cores at --concurrency 2)",
             base={**BUDGETED, "model.d_model": 32, "model.n_heads": 2},
             arms={"standard": CORE["standard"], "block_attnres": CORE["block_attnres"]},
@@ -312,7 +319,8 @@ _PLAIN: dict[str, Space] = {
         Space(
             name="architecture_sweep",
             description="the AttnRes paper's Fig. 7 at one FLOP budget (3e11): d_model/n_layers "
-            "6, 16, 48 x n_heads/n_layers 0.5, 1 for standard and Block AttnRes, 2 seeds (about "
+            "6, 16, 48 x n_heads/n_layers 0.5, 1 for standard and Block AttnRes (N = 4 AttnRes "
+            "blocks), 2 seeds (about "
             "3 minutes on 2 CPU cores at --concurrency 2)",
             base={**BUDGETED, "train.target_flops": 3e11},
             arms=_architectures(),
@@ -334,7 +342,8 @@ _PLAIN: dict[str, Space] = {
         Space(
             name="lr_transfer",
             description="optimal learning rate against depth (CompleteP's Fig. 1): n_layers 2, 4, "
-            "8 at width 32 for standard and Block AttnRes under sp and CompleteP, a stage of 5 "
+            "8 at width 32 for standard and Block AttnRes (N = 4 AttnRes blocks) under sp and "
+            "CompleteP, a stage of 5 "
             "learning rates each, then one seed at the best (72 trials: 27 minutes measured on a "
             "busy 2-core machine at --concurrency 2 --cpus-per-trial 1)",
             base=TRANSFER_SIZE,
@@ -346,7 +355,7 @@ _PLAIN: dict[str, Space] = {
         Space(
             name="pareto_size",
             description="multi-objective TPE: validation loss against parameter count over "
-            "residual type, depth and width",
+            "residual type (Block AttnRes at N = 8 AttnRes blocks), depth and width",
             kind="search",
             base=ABLATION,
             params={
@@ -361,7 +370,8 @@ _PLAIN: dict[str, Space] = {
             name="pareto_decode",
             description="multi-objective TPE: validation loss against decode speed (greedy "
             "tokens per second at batch 1 with the KV cache, measured after training: "
-            "trainers.decode_cost) over residual type, depth and width",
+            "trainers.decode_cost) over residual type (Block AttnRes at N = 8 AttnRes "
+            "blocks), depth and width",
             kind="search",
             base=ABLATION,
             params={

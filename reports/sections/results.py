@@ -165,10 +165,10 @@ def _partition_notes(sizes: dict[str, tuple[int, ...]]) -> list[Paragraph]:
     if not sizes:
         return []
     each = "; ".join(f"`{arm}`: {_blocks(s)}" for arm, s in sorted(sizes.items()))
-    return [Paragraph(f"Block AttnRes partitions (sublayers per block, in order): {each}.")]
+    return [Paragraph(f"Block AttnRes partitions (sublayers per AttnRes block, in order): {each}.")]
 
 
 def _blocks(sizes: tuple[int, ...]) -> str:
     if len(set(sizes)) == 1:
-        return f"{len(sizes)} blocks of {sizes[0]}"
-    return f"{len(sizes)} blocks of {', '.join(map(str, sizes))}"
+        return f"N = {len(sizes)} AttnRes blocks of {sizes[0]}"
+    return f"N = {len(sizes)} AttnRes blocks of {', '.join(map(str, sizes))}"

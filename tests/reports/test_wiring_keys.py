@@ -50,14 +50,14 @@ def test_every_model_field_is_wiring_or_context() -> None:
 
 
 def test_results_name_each_block_attnres_arms_partition() -> None:
-    """The results section says what N meant for each Block AttnRes arm at its depth (10 blocks,
-    N = 8: four blocks of 3 sublayers then four of 2), and nothing for other wirings."""
+    """The results section says what N meant for each Block AttnRes arm at its depth (10 layers,
+    N = 8: four AttnRes blocks of 3 sublayers then four of 2), and nothing for other wirings."""
     block = {"model__residual": "block_attnres", "model__attnres_blocks": 8}
     rows = [trial("base", s, 3.0, model__n_layers=10, model__attnres_blocks=8) for s in (0, 1)]
     rows += [trial("block", s, 2.9, model__n_layers=10, **block) for s in (0, 1)]
     rows += [trial("block16", s, 2.8, model__n_layers=16, **block) for s in (0, 1)]
     section, _ = main_table(sweep(rows), "base")
     text = " ".join(p.text for p in section.blocks if hasattr(p, "text"))
-    assert "`block`: 8 blocks of 3, 3, 3, 3, 2, 2, 2, 2" in text
-    assert "`block16`: 8 blocks of 4" in text
+    assert "`block`: N = 8 AttnRes blocks of 3, 3, 3, 3, 2, 2, 2, 2" in text
+    assert "`block16`: N = 8 AttnRes blocks of 4" in text
     assert "`base`" not in text.split("partitions")[1]
