@@ -31,13 +31,8 @@ def add_ui_parser(sub: Any) -> None:
     p.set_defaults(run=run_ui)
 
 
-def ui_command(uri: str, host: str, port: int) -> list[str]:
-    from nas.tracking_server import mlflow_command
-
-    return mlflow_command("ui", uri, host, port)
-
-
 def run_ui(args: argparse.Namespace) -> int:
+    from nas.tracking_server import mlflow_command, mlflow_env
     from record.client import writer_store
     from record.redact import redact
 
@@ -49,11 +44,6 @@ def run_ui(args: argparse.Namespace) -> int:
     print(f"MLflow UI for {redact(uri)} at {base} (Ctrl-C stops it)", flush=True)
     for line in sweep_lines(uri, base):
         print(line, flush=True)
-    env = {
-        **os.environ,
-        "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false",
-        "MLFLOW_DISABLE_TELEMETRY": "true",
-    }
     # Its own session: the server's workers are found by the group id whatever ends us, and a
     # terminal's Ctrl-C reaches us only, so one shutdown stops the whole tree. The handlers
     # are in place before the server starts: no signal can end us and leave it behind.
@@ -61,7 +51,9 @@ def run_ui(args: argparse.Namespace) -> int:
         proc = None
         try:
             proc = subprocess.Popen(
-                ui_command(uri, args.host, args.port), env=env, start_new_session=True
+                mlflow_command("ui", args.host, args.port),
+                env=mlflow_env(uri),  # the store's password in no command line
+                start_new_session=True,
             )
             return proc.wait()
         except _Stopped:

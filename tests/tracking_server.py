@@ -4,8 +4,8 @@ one on a PostgreSQL database of their own (``pg_server``), kill it by its proces
 again on the same port; workers log through ``http://``.
 
 It lives with the tests because only they and ``benchmarks/sweep_scale.py`` (dev tooling) start
-a server this way; the product's ``nas ui`` builds its command line from the same
-``nas.tracking_server.mlflow_command``."""
+a server this way; the product's ``nas ui`` starts its own as this does, from
+``nas.tracking_server`` (the store in the server's environment, not its command line)."""
 
 from __future__ import annotations
 
@@ -20,13 +20,13 @@ from pathlib import Path
 
 import pytest
 
-from nas.tracking_server import mlflow_command
+from nas.tracking_server import mlflow_command, mlflow_env
 from tests.postgres import Database
 from tests.ui import free_port
 
 
-def server_command(backend: str, artifacts: Path, host: str, port: int) -> list[str]:
-    return mlflow_command("server", backend, host, port, "--artifacts-destination", str(artifacts))
+def server_command(artifacts: Path, host: str, port: int) -> list[str]:
+    return mlflow_command("server", host, port, "--artifacts-destination", str(artifacts))
 
 
 class TrackingServer:
@@ -45,15 +45,10 @@ class TrackingServer:
         return f"http://{self.host}:{self.port}"
 
     def start(self, timeout: float = 120) -> None:
-        env = {
-            **os.environ,
-            "MLFLOW_DISABLE_TELEMETRY": "true",
-            "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false",
-        }
         with self.log.open("a") as log:
             self.proc = subprocess.Popen(
-                server_command(self.backend, self.artifacts, self.host, self.port),
-                env=env,
+                server_command(self.artifacts, self.host, self.port),
+                env=mlflow_env(self.backend),
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # its own process group: kill() reaches its workers

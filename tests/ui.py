@@ -22,13 +22,17 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def ui_command(uri: str, port: int) -> list[str]:
+    """``nas ui --tracking-uri URI --port PORT``, as ``start_ui`` runs it."""
+    return [sys.executable, "-m", "nas.cli", "ui", "--tracking-uri", uri, "--port", str(port)]
+
+
 def start_ui(cwd: Path, uri: str, port: int, log: Path) -> subprocess.Popen[str]:
     """``nas ui --tracking-uri URI --port PORT`` in its own process group (as a terminal runs
     it), stdout piped, stderr to ``log``."""
-    argv = ["ui", "--tracking-uri", uri, "--port", str(port)]
     with log.open("w") as err:
         return subprocess.Popen(
-            [sys.executable, "-m", "nas.cli", *argv],
+            ui_command(uri, port),
             stdout=subprocess.PIPE,
             stderr=err,
             text=True,

@@ -13,7 +13,17 @@ from pathlib import Path
 from nas.dashboard import VIEW_KEY
 from record.schema import ROLE_SWEEP, Tag
 from tests.postgres import Database
-from tests.ui import START_TIMEOUT_S, children, free_port, get, group_gone, port_free, start_ui
+from tests.proc import SecretWatch
+from tests.ui import (
+    START_TIMEOUT_S,
+    children,
+    free_port,
+    get,
+    group_gone,
+    port_free,
+    start_ui,
+    ui_command,
+)
 
 SWEEP = "smoke"
 
@@ -33,27 +43,34 @@ def test_ui_serves_a_postgresql_store_and_stops_on_sigint(
     tmp_path: Path, postgres_db: Database
 ) -> None:
     """``nas ui --tracking-uri postgresql://…`` on 127.0.0.1 answers /health, its REST API lists
-    the recorded sweep's experiment, its first line shows the URI without the password; SIGINT
-    (Ctrl-C) ends it with status 0, the server it started gone and the port free again."""
+    the recorded sweep's experiment, its first line shows the URI without the password, and no
+    process it starts (``mlflow ui``, its uvicorn worker) has the password in its command line
+    (a shared login node's ``ps``); SIGINT (Ctrl-C) ends it with status 0, the server it
+    started gone and the port free again."""
     _record_a_sweep(postgres_db.url)
     port = free_port()
-    proc = start_ui(tmp_path, postgres_db.url, port, tmp_path / "ui.log")
     server = None
-    try:
-        assert proc.stdout is not None
-        first = proc.stdout.readline()
-        assert f"http://127.0.0.1:{port}" in first and postgres_db.password not in first
-        base, deadline = f"http://127.0.0.1:{port}", time.monotonic() + START_TIMEOUT_S
-        assert get(f"{base}/health", deadline) == b"OK"
-        (server,) = children(proc.pid)
-        search = f"{base}/api/2.0/mlflow/experiments/search?max_results=100"
-        names = [e["name"] for e in json.loads(get(search, deadline))["experiments"]]
-        assert SWEEP in names
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
-        code = proc.wait(timeout=60)
-    assert code == 0, (tmp_path / "ui.log").read_text()[-2000:]
+    with SecretWatch(postgres_db.password) as watch:
+        proc = start_ui(tmp_path, postgres_db.url, port, tmp_path / "ui.log")
+        try:
+            assert proc.stdout is not None
+            first = proc.stdout.readline()
+            assert f"http://127.0.0.1:{port}" in first and postgres_db.password not in first
+            base, deadline = f"http://127.0.0.1:{port}", time.monotonic() + START_TIMEOUT_S
+            assert get(f"{base}/health", deadline) == b"OK"
+            (server,) = children(proc.pid)
+            assert children(server), "mlflow ui runs uvicorn as a child of its own"
+            search = f"{base}/api/2.0/mlflow/experiments/search?max_results=100"
+            names = [e["name"] for e in json.loads(get(search, deadline))["experiments"]]
+            assert SWEEP in names
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
+            code = proc.wait(timeout=60)
+    log = (tmp_path / "ui.log").read_text()
+    assert code == 0, log[-2000:]
+    assert watch.besides(ui_command(postgres_db.url, port)) == []
+    assert postgres_db.password not in log  # nor in what the server wrote
     assert group_gone(server), "a process of the MLflow server outlived nas ui"
     assert port_free(port), "something still listens on the port"
 
