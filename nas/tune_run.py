@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -170,21 +171,34 @@ def start_ray(opts: SweepOptions, uri: str) -> None:
     address = opts.address or os.environ.get("RAY_ADDRESS")
     if not address:  # the local Ray ray.init starts inherits this environment
         os.environ.setdefault(WORKER_NICENESS_ENV, LOCAL_WORKER_NICENESS)
-    secret = {SECRET_URI_ENV: uri} if redact(uri) != uri else {}
-    os.environ.update(secret)  # the driver's own callbacks write with the shareable record too
     # A cluster's workers inherit their raylet's environment, not the driver's: what the
     # driver's environment says about talking to the store travels with the job.
     forwarded = {k: v for k, v in os.environ.items() if k in FORWARDED or k.startswith(HTTP_ENV)}
-    env_vars = {**forwarded, **secret}
+    runtime_env: dict[str, Any] = {"env_vars": forwarded} if forwarded else {}
+    if redact(uri) != uri:
+        os.environ[SECRET_URI_ENV] = uri  # the driver's callbacks write with the shareable record
+        runtime_env["worker_process_setup_hook"] = _secret_hook(uri)
     ray.init(
         address=address,
-        # a password in the tracking URI reaches the workers here, never through a pickle
-        runtime_env={"env_vars": env_vars} if env_vars else None,
+        runtime_env=runtime_env or None,
         include_dashboard=False,
         log_to_driver=opts.verbose,
         configure_logging=True,
         logging_level=logging.INFO if opts.verbose else logging.WARNING,
     )
+
+
+def _secret_hook(uri: str) -> Callable[[], None]:
+    """What gives every worker of the sweep the tracking URI with its password, through Ray's
+    store (the hook is pickled into the cluster's GCS, the URI held in its closure), never
+    through a command line: Ray hands a job's ``env_vars`` to each new worker as an argument
+    of ``setup_worker.py``, which any user of the node sees in ``ps``; nor through Tune's
+    pickles, which it writes to disk (``nas.tracking.SECRET_URI_ENV``)."""
+
+    def hold_tracking_secret() -> None:
+        os.environ[SECRET_URI_ENV] = uri
+
+    return hold_tracking_secret
 
 
 def on_sigterm(seen: dict[str, bool]) -> None:

@@ -98,6 +98,12 @@ def shared_env() -> dict[str, str]:
     return {k: v for k, v in _shared.items() if k != "root"}
 
 
+def shared_root() -> Path | None:
+    """The shared cluster's temp folder (its sessions' logs), if it was started."""
+    root = _shared.get("root")
+    return None if root is None else Path(root)
+
+
 def stop_shared() -> None:
     root = _shared.get("root")
     _shared.clear()
