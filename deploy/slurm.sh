@@ -128,8 +128,9 @@ if [[ -z "${MLFLOW_TRACKING_URI:-}" ]]; then
             "set NAS_MLFLOW_HOST=head (trusted network) or MLFLOW_TRACKING_URI" >&2
     fi
     backend="${NAS_MLFLOW_BACKEND:?set NAS_MLFLOW_BACKEND to a postgresql:// URL for the MLflow server (or MLFLOW_TRACKING_URI to an existing store)}"
-    mlflow server --host "$mlflow_host" --port 5000 \
-        --backend-store-uri "$backend" \
+    # The store in the server's environment (MLflow reads MLFLOW_BACKEND_STORE_URI), not its
+    # arguments: every user of the node reads those, password included, with `ps`.
+    MLFLOW_BACKEND_STORE_URI="$backend" mlflow server --host "$mlflow_host" --port 5000 \
         --artifacts-destination "$SHARED/mlartifacts" --workers 1 \
         >"$SHARED/mlflow-$SLURM_JOB_ID.log" 2>&1 &
     mlflow_pid=$!
