@@ -29,7 +29,8 @@ class DilutionCallback(L.Callback):
 
     ``gather`` (a sharded model's, ``trainers.sharding.full_copy``): the model to profile made
     from the trained one and the device, on every rank (a collective), None on all but the one
-    that profiles; by default the trained model itself."""
+    that profiles; by default the trained model itself. ``importance``: the last profile also
+    measures each depth-mixing source's causal importance (``train.diagnostics_importance``)."""
 
     def __init__(
         self,
@@ -39,9 +40,10 @@ class DilutionCallback(L.Callback):
         removal: bool = False,
         alarm: RoutingAlarm | None = None,
         gather: Callable[[nn.Module, torch.device], DeepTransformer | None] | None = None,
+        importance: bool = False,
     ) -> None:
         self.batch, self.folder, self.every, self.removal = batch, folder, every, removal
-        self.alarm, self.gather = alarm, gather
+        self.alarm, self.gather, self.importance = alarm, gather, importance
         self.validations = 0
         self.last: DilutionProfile | None = None
         self.last_files: list[Path] = []
@@ -60,10 +62,14 @@ class DilutionCallback(L.Callback):
             model = copy.deepcopy(model).float()  # the profile is computed in float32
         device = next(model.parameters()).device
         idx, targets = (t.to(device) for t in self.batch)
-        self.last = dilution_profile(model, idx, targets, removal=self.removal)
-        if self.alarm is not None and self.last.routing_spread is not None:
-            # routing_spread is set for a softmax only: free weights are not watched
-            self.alarm.observe(self.last.routing_top1, self.last.depth_weights, trainer.global_step)
+        importance = self.importance and final
+        self.last = dilution_profile(model, idx, targets, self.removal, importance)
+        if self.alarm is not None:
+            # the spread is NaN but for a softmax: free weights are not watched
+            last = self.last
+            self.alarm.observe(
+                last.routing_top1, last.routing_spread, last.depth_weights, trainer.global_step
+            )
         # A model gone non-finite gives NaN summaries: the JSON keeps them (as null), the metric
         # record stays finite.
         pl_module.log_dict({k: v for k, v in self.last.summaries().items() if math.isfinite(v)})

@@ -460,10 +460,17 @@ class TrainConfig:
     diagnostics_removal: bool = _help(
         "Also measure the loss change when each block is removed (one forward per block).", False
     )
+    diagnostics_importance: bool = _help(
+        "At the last profile, also measure each depth-softmax source's causal importance: the "
+        "loss change when that source is left out of that site's mixing, the rest renormalized "
+        "(one forward per site and source).",
+        False,
+    )
     routing_alarm: float = _help(
         "Routing alarm: a depth-softmax site (two or more sources) whose per-token top-1 mass, "
-        "averaged over tokens, exceeds this at a dilution profile is named as collapsed in the "
-        "run's reason, description and report; in (0, 1] (1: never).",
+        "averaged over tokens, exceeds this while its logits span more than 10 nats (a saturated "
+        "softmax) at a dilution profile is named as collapsed in the run's reason, description "
+        "and report; in (0, 1] (1: never).",
         0.95,
     )
     precision: Precision = _help(

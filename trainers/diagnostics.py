@@ -39,6 +39,10 @@ across wirings:
 - ``wiring_grad_share`` = ||d loss / d theta_wiring|| / ||d loss / d theta|| over the wiring's
   own parameters (``optim_groups.wiring_parameters``) against all of them   (targets only)
 - ``removal_delta[l]`` = loss with block l's outputs set to zero - loss   (optional, targets only)
+- ``source_importance[site, source]`` = loss with that source left out of that site's softmax
+  mixing, the other weights renormalized, - loss: the source's causal importance, which its
+  weight need not rank the same way (optional, targets and a depth softmax only; NaN where the
+  site has no such source or only one)
 
 A model gone non-finite (a diverged run) is measured without raising: ``finite`` is False and every
 entry that a NaN or infinity reaches is NaN (or infinite), as are the summaries built on them.
@@ -61,6 +65,7 @@ from torch import Tensor, nn
 from record.schema import Metric
 from trainers.model import Block, DeepTransformer
 from trainers.optim_groups import wiring_parameters
+from trainers.residual import probe
 from trainers.residual.probe import Mixing, mixing_probe
 
 Array = np.ndarray
@@ -89,6 +94,7 @@ class DilutionProfile:
     stream_read: Array | None = None
     stream_mix: Array | None = None
     removal_delta: Array | None = None
+    source_importance: Array | None = None
     routing_entropy: Array | None = None
     routing_top1: Array | None = None
     routing_sources: Array | None = None
@@ -286,8 +292,10 @@ def dilution_profile(
     idx: Tensor,
     targets: Tensor | None = None,
     removal: bool = False,
+    importance: bool = False,
 ) -> DilutionProfile:
-    """Measure ``model`` on the batch ``idx`` (and ``targets`` for gradients and removal)."""
+    """Measure ``model`` on the batch ``idx`` (and ``targets`` for gradients, block removal and
+    source importance)."""
     if any(p.dtype != torch.float32 for p in model.parameters()):
         raise ValueError("dilution_profile measures a float32 model; pass model.float() (a copy)")
     # Hooks and the mixing probe need the eager forward: a compiled model (train.compile)
@@ -302,6 +310,9 @@ def dilution_profile(
                 _gradient_metrics(model, cap, logits, targets, profile)
         if removal and targets is not None:
             profile.removal_delta = _removal_deltas(model, idx, targets, profile.loss or 0.0)
+        if importance and targets is not None and profile.depth_entropy is not None:
+            sites = sorted(mixing["depth"])  # a profile's rows, in order (Delta's start at 1)
+            profile.source_importance = _source_importance(model, idx, targets, profile, sites)
     profile.finite = _all_finite([*model.parameters(), *cap.inputs, *cap.outputs, logits])
     return profile
 
@@ -434,3 +445,41 @@ def _removal_deltas(model: DeepTransformer, idx: Tensor, targets: Tensor, base: 
             with _hooks(model, _Capture(), zero_block=i):
                 deltas.append(float(_loss(model(idx).float(), targets)) - base)
     return np.array(deltas)
+
+
+def _source_importance(
+    model: DeepTransformer,
+    idx: Tensor,
+    targets: Tensor,
+    profile: DilutionProfile,
+    sites: list[int],
+) -> Array:
+    """(rows, sources), a row per site of ``sites`` (the probe's site numbers): the loss with
+    each source left out of each site's softmax mixing (``probe.removing``), minus the loss; NaN where the site has no such source or only one
+    (leaving out its only source leaves nothing to renormalize). depth_entropy is set for a
+    softmax only, and is NaN exactly at the one-source sites."""
+    assert profile.depth_weights is not None and profile.depth_entropy is not None
+    present = ~np.isnan(profile.depth_weights) & ~np.isnan(profile.depth_entropy)[:, None]
+    out = np.full(profile.depth_weights.shape, np.nan)
+    base = profile.loss or 0.0
+    with torch.no_grad(), _plain_path(model):
+        for row, source in zip(*np.nonzero(present), strict=True):
+            with probe.removing(sites[row], int(source)):
+                out[row, source] = float(_loss(model(idx).float(), targets)) - base
+    return out
+
+
+@contextmanager
+def _plain_path(model: DeepTransformer) -> Any:
+    """AttnRes on its plain path (``AttnResStream.fast`` off), the one whose mixer masks a
+    removed source's logit: the softmax over the others, exact where their weights underflow
+    float32 (a collapsed site's do); the two paths compute the same function otherwise."""
+    stream = model.stream
+    fast = bool(getattr(stream, "fast", False))
+    if fast:
+        setattr(stream, "fast", False)  # noqa: B010 (a flag only AttnRes streams have)
+    try:
+        yield
+    finally:
+        if fast:
+            setattr(stream, "fast", True)  # noqa: B010

@@ -59,6 +59,14 @@ def token_routing(weights: Tensor) -> Tensor:
 # How an alarm's line begins, so the report can tell it from another reason.
 ALARM_PREFIX = "routing alarm"
 
+# The logit spread (nats) beyond which a site's softmax has saturated: its weakest source holds
+# under e^-10 (4.5e-5) of the top source's weight, and receives as little of its gradient
+# (d loss / d l_i = p_i (g_i - g_mean)), so training cannot turn the site back to it. A site
+# that leans on one source with every logit still within reach (two sources at top-1 mass 0.95
+# are 2.9 nats apart) is a preference the optimizer can revise, and is not counted: at CPU size
+# the paper's static query leans that way at early sites and recovers (docs/diagnostics.md).
+SATURATED = 10.0
+
 
 @dataclass(frozen=True)
 class Collapse:
@@ -72,25 +80,32 @@ class Collapse:
 
 @dataclass
 class RoutingAlarm:
-    """Watches the softmax sites of successive profiles and keeps, per site, the first step its
-    per-token top-1 mass exceeded ``threshold`` (a site with one source is never counted: it
-    has nothing else to read). Free weights (DenseFormer, MUDDFormer, a sigmoid gate) and
-    Hyper-Connection matrices are not watched: they start on one source by design."""
+    """Watches the softmax sites of successive profiles and keeps, per site, the first step it
+    collapsed (``collapsed_sites``: per-token top-1 mass above ``threshold`` and a saturated
+    softmax; a site with one source is never counted: it has nothing else to read). Free weights
+    (DenseFormer, MUDDFormer, a sigmoid gate) have no logits and Hyper-Connection matrices are
+    not watched: they start on one source by design."""
 
     threshold: float  # train.routing_alarm
     found: dict[int, Collapse] = field(default_factory=dict)
 
-    def observe(self, top1: np.ndarray | None, weights: np.ndarray | None, step: int) -> None:
-        """``top1`` per site (NaN: not a softmax site) and the token-averaged ``weights``
-        (site x source, NaN where a site has no such source), measured at ``step``."""
-        if top1 is None or weights is None:
+    def observe(
+        self,
+        top1: np.ndarray | None,
+        spread: np.ndarray | None,
+        weights: np.ndarray | None,
+        step: int,
+    ) -> None:
+        """``top1`` and ``spread`` per site (spread NaN: not a softmax site) and the
+        token-averaged ``weights`` (site x source, NaN where a site has no such source),
+        measured at ``step``."""
+        if top1 is None or spread is None or weights is None:
             return
-        for site, mass in enumerate(top1):
-            counts = int(np.sum(~np.isnan(weights[site])))
-            if site in self.found or counts < 2 or not mass > self.threshold:
+        for site in np.flatnonzero(collapsed_sites(top1, spread, weights, self.threshold)):
+            if int(site) in self.found:
                 continue
             source = int(np.nanargmax(weights[site]))
-            self.found[site] = Collapse(site, step, float(mass), source)
+            self.found[int(site)] = Collapse(int(site), step, float(top1[site]), source)
 
     def rows(self) -> list[list[float]]:
         """The collapsed sites as plain numbers (site, step, top-1 mass, source), for a
@@ -128,9 +143,14 @@ def _source_name(source: int) -> str:
     return "the embedding" if source == 0 else f"source {source}"
 
 
-def collapsed_sites(top1: np.ndarray, weights: np.ndarray, threshold: float) -> np.ndarray:
-    """(sites,) bool: the sites with two or more sources whose top-1 mass exceeds
-    ``threshold``, the rule ``RoutingAlarm`` applies (for the report's figure)."""
+def collapsed_sites(
+    top1: np.ndarray, spread: np.ndarray, weights: np.ndarray, threshold: float
+) -> np.ndarray:
+    """(sites,) bool: the sites with two or more sources that read one source per token (top-1
+    mass above ``threshold``) through a saturated softmax (logit spread above ``SATURATED``):
+    the rule ``RoutingAlarm`` applies, and the report's figure frames. NaN (no logits, or no
+    such statistic recorded) never counts."""
     counts = np.sum(~np.isnan(weights), axis=1)
-    with np.errstate(invalid="ignore"):
-        return (counts >= 2) & (np.nan_to_num(top1, nan=0.0) > threshold)
+    leans = np.nan_to_num(top1, nan=0.0) > threshold
+    saturated = np.nan_to_num(spread, nan=0.0) > SATURATED
+    return (counts >= 2) & leans & saturated

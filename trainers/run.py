@@ -104,7 +104,10 @@ def _dilution_callback(cfg: RunConfig, data: Any, out_dir: Path, sharded: bool =
 
     folder = out_dir / "dilution"
     every, removal = t.diagnostics_every, t.diagnostics_removal
-    return DilutionCallback(batch, folder, every, removal, alarm, full_copy if sharded else None)
+    gather = full_copy if sharded else None
+    return DilutionCallback(
+        batch, folder, every, removal, alarm, gather, importance=t.diagnostics_importance
+    )
 
 
 def train(

@@ -16,7 +16,7 @@ from trainers.callbacks import DilutionCallback
 from trainers.config import TrainConfig
 from trainers.diagnostics import dilution_profile
 from trainers.model import DeepTransformer
-from trainers.routing import STATS, RoutingAlarm, collapsed_sites, token_routing
+from trainers.routing import SATURATED, STATS, RoutingAlarm, collapsed_sites, token_routing
 
 
 def _stats(weights: torch.Tensor) -> dict[str, float]:
@@ -75,24 +75,25 @@ def test_one_source_has_no_entropy_and_is_never_an_alarm() -> None:
     assert math.isnan(_stats(torch.ones(2, 3, 1))["entropy"])
     alarm = RoutingAlarm(0.95)
     weights = np.array([[1.0, np.nan], [0.99, 0.01]])
-    alarm.observe(np.array([1.0, 0.5]), weights, step=10)
+    alarm.observe(np.array([1.0, 0.5]), np.array([0.0, 30.0]), weights, step=10)
     assert alarm.found == {}
 
 
 def test_alarm_keeps_the_first_step_and_names_the_site_and_source() -> None:
-    """A site above the threshold is named with the step it first exceeded it at and the source
-    holding most of its weight; a later profile does not move the step."""
+    """A site above the threshold with a saturated softmax is named with the step it first
+    collapsed at and the source holding most of its weight; a later profile does not move the
+    step."""
     alarm = RoutingAlarm(0.95)
     weights = np.array([[1.0, np.nan, np.nan], [0.9, 0.1, np.nan], [0.3, 0.3, 0.4]])
-    alarm.observe(np.array([1.0, 0.97, 0.6]), weights, step=40)
-    alarm.observe(np.array([1.0, 0.99, 0.99]), weights, step=60)
+    alarm.observe(np.array([1.0, 0.97, 0.6]), np.array([0.0, 12.0, 1.0]), weights, step=40)
+    alarm.observe(np.array([1.0, 0.99, 0.99]), np.array([0.0, 20.0, 40.0]), weights, step=60)
     assert [(c.site, c.step) for c in alarm.found.values()] == [(1, 40), (2, 60)]
     assert alarm.message().startswith(
         "routing alarm (top-1 mass > 0.95): site 1 collapsed onto the embedding by step 40"
     )
     assert "site 2 collapsed onto source 2 by step 60" in alarm.message()
     assert RoutingAlarm(0.95).message() == ""
-    collapsed = collapsed_sites(np.array([1.0, 0.97, 0.6]), weights, 0.95)
+    collapsed = collapsed_sites(np.array([1.0, 0.97, 0.6]), np.full(3, 12.0), weights, 0.95)
     assert collapsed.tolist() == [False, True, False]
 
 
@@ -102,18 +103,40 @@ def test_the_alarm_survives_a_checkpoint(tmp_path: Path) -> None:
     a site found again later keeps its earlier step."""
     alarm = RoutingAlarm(0.95)
     weights = np.array([[1.0, np.nan], [0.99, 0.01]])
-    alarm.observe(np.array([1.0, 0.99]), weights, step=40)
+    alarm.observe(np.array([1.0, 0.99]), np.array([0.0, 15.0]), weights, step=40)
     saved = DilutionCallback(batch=(torch.zeros(1), torch.zeros(1)), folder=tmp_path, alarm=alarm)
     saved.validations = 3
     torch.save({"callback": saved.state_dict()}, tmp_path / "ckpt.pt")
     state = torch.load(tmp_path / "ckpt.pt", weights_only=True)["callback"]
     fresh = RoutingAlarm(0.95)
     resumed = DilutionCallback(batch=(torch.zeros(1), torch.zeros(1)), folder=tmp_path, alarm=fresh)
-    fresh.observe(np.array([1.0, 0.99]), weights, step=80)  # seen again after the resume
+    fresh.observe(np.array([1.0, 0.99]), np.array([0.0, 15.0]), weights, step=80)  # again
     resumed.load_state_dict(state)
     assert resumed.validations == 3
     assert fresh.message() == alarm.message()
     assert "by step 40" in fresh.message()
+
+
+@pytest.mark.parametrize(
+    ("top1", "spread", "collapsed"),
+    [
+        (0.97, 2 * math.log(0.97 / 0.03), False),  # leaning: every logit within reach
+        (0.97, SATURATED - 0.1, False),
+        (0.97, SATURATED + 0.1, True),  # one source, the others out of reach
+        (0.90, 60.0, False),  # saturated against one source, but reading two: sparse, not one
+        (0.97, math.nan, False),  # free weights: no logits, never an alarm
+    ],
+)
+def test_a_site_collapses_only_when_it_reads_one_source_through_a_saturated_softmax(
+    top1: float, spread: float, collapsed: bool
+) -> None:
+    """Both halves of the rule are needed: the top-1 mass above the threshold (one source per
+    token) and the logit spread above ``SATURATED`` (the other sources get too little weight,
+    and so too little gradient, to be read again). A two-source site at top-1 mass 0.97 per
+    token sits log(0.97/0.03) = 3.5 nats apart: a preference, not a collapse."""
+    weights = np.array([[top1, 1 - top1]])
+    found = collapsed_sites(np.array([top1]), np.array([spread]), weights, 0.95)
+    assert found.tolist() == [collapsed]
 
 
 @pytest.mark.parametrize("value", [0.0, -0.1, 1.01, math.nan])

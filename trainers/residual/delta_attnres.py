@@ -105,6 +105,7 @@ class DeltaStream(Stream):
         super().__init__()
         n_sources = len(block_starts(cfg)) + 1  # the embedding and every block but the last
         self.sites = DepthMixer(cfg, cfg.n_sublayers - 1, n_sources)
+        self.sites.probe_site = 1  # row j - 1 is site j's (the probe names sites as AttnRes)
 
     def begin(self, emb: Tensor) -> DeltaState:
         sources = PlainSources(self.sites)

@@ -31,6 +31,7 @@ from torch import Tensor, nn
 
 from trainers.config import ModelConfig
 from trainers.registry import Registry
+from trainers.residual import probe
 from trainers.residual.depth_attention import SiteParameters, Weights, unit_rms
 
 
@@ -321,6 +322,7 @@ class DepthMixer(SiteParameters):
         self.score: Score = score
         self.gate = GATES.get(cfg.attnres_gate)
         self.heads, self.window = cfg.attnres_heads, cfg.attnres_window
+        self.probe_site = 0  # how far the sites the probe names are from the mixer's rows
 
     def draw(self) -> None:
         """The input-dependent query's random parameters, N(0, 1/d): drawn after the model's own
@@ -373,11 +375,21 @@ class DepthMixer(SiteParameters):
         values = torch.stack(sources, dim=-2)  # (B, T, S, d)
         present = [s for s in scales if s is not None]  # all or none: one key norm
         stacked = torch.stack(present, dim=-1) if present else None  # (B, T, S)
-        keep = window_mask(len(sources), self.window, values.device)
+        keep = self._kept(site, window_mask(len(sources), self.window, values.device), values)
         weights = self.gate(self.score(self, site, values, stacked), keep)  # (B, T, H, S)
         grouped = values.unflatten(-1, (self.heads, -1))  # (B, T, S, H, d/H)
         x = torch.einsum("...hs,...she->...he", weights.to(values.dtype), grouped)
         return x.flatten(-2), weights
+
+    def _kept(self, site: int, keep: Tensor | None, values: Tensor) -> Tensor | None:
+        """``keep`` less the source the diagnostics leave out here (``probe.removing``, keyed
+        by the probe's site number, ``probe_site`` more than the mixer's row)."""
+        source = probe.removed(site + self.probe_site)
+        if source is None:
+            return keep
+        n = values.shape[-2]
+        kept = torch.ones(n, dtype=torch.bool, device=values.device) if keep is None else keep
+        return kept & (torch.arange(n, device=values.device) != source)
 
 
 def draw_queries(model: nn.Module) -> None:

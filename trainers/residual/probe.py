@@ -1,9 +1,10 @@
-"""An opt-in probe through which wirings report their learned mixing weights.
+"""Opt-in diagnostics hooks in the depth-mixing wirings: a probe through which they report their
+learned mixing weights, and the removal of one source at one site (``removing``, ``removed``).
 
 Diagnostics open a probe around one forward pass; wirings call ``report`` with a callable, so
-nothing is computed or kept when no probe is open (the normal training path). A context variable,
-not a module attribute, so concurrent forwards (threads, nested models) never see each other's
-probe.
+nothing is computed or kept when no probe is open (the normal training path). Context variables,
+not module attributes, so concurrent forwards (threads, nested models) never see each other's
+probe or removal.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ class Mixing(dict[str, dict[int, Tensor]]):
 
 
 _PROBE: ContextVar[Mixing | None] = ContextVar("mixing_probe", default=None)
+# (site, source) whose contribution the forward leaves out, renormalizing the rest
+_REMOVED: ContextVar[tuple[int, int] | None] = ContextVar("removed_source", default=None)
 
 
 def report(kind: str, site: int, weights: Callable[[], Tensor], token_dims: int = 2) -> None:
@@ -54,3 +57,23 @@ def mixing_probe() -> Iterator[Mixing]:
         yield found
     finally:
         _PROBE.reset(token)
+
+
+@contextmanager
+def removing(site: int, source: int) -> Iterator[None]:
+    """Forwards inside the block leave ``source``'s contribution out of ``site``'s softmax
+    mixing, the other weights renormalized (the softmax over the other logits: the mixer masks
+    it, ``depth_mixing.DepthMixer``): the diagnostics' causal importance."""
+    token = _REMOVED.set((site, source))
+    try:
+        yield
+    finally:
+        _REMOVED.reset(token)
+
+
+def removed(site: int) -> int | None:
+    """The source ``site`` leaves out of its softmax inside ``removing``, else None."""
+    if torch.compiler.is_compiling():  # a traced forward never removes (diagnostics are eager)
+        return None
+    found = _REMOVED.get()
+    return found[1] if found is not None and found[0] == site else None
