@@ -360,64 +360,94 @@ def dilution_profiles(done: pd.DataFrame, profiles: pd.DataFrame) -> Image | Non
 
 
 def collapsed_in_any_seed(
-    g: pd.DataFrame, weights: dict[str, np.ndarray], top1: Mapping[str, np.ndarray]
+    g: pd.DataFrame,
+    weights: Mapping[str, np.ndarray],
+    top1: Mapping[str, np.ndarray],
+    spread: Mapping[str, np.ndarray],
 ) -> Any:
-    """(sites,) bool: the sites that collapsed in at least one of the arm's trials ``g``, each at
-    its own ``train.routing_alarm`` (the default where the record predates the field)."""
+    """(sites,) bool: the sites that collapsed (``trainers.routing.collapsed_sites``) in at least
+    one of the arm's trials ``g``, each at its own ``train.routing_alarm`` (the default where
+    the record predates the field)."""
     default = TrainConfig().routing_alarm
     out = np.zeros(len(weights[g["run_id"].iloc[0]]), dtype=bool)
     for _, row in g.iterrows():
-        if row["run_id"] not in top1:
+        run = row["run_id"]
+        if run not in top1 or run not in spread:
             continue
         level = row.get(ALARM_KEY, default)
         threshold = default if pd.isna(level) else float(level)
-        out |= collapsed_sites(top1[row["run_id"]], weights[row["run_id"]], threshold)
+        out |= collapsed_sites(top1[run], spread[run], weights[run], threshold)
     return out
 
 
 ALARM_KEY = "train.routing_alarm"
 
 
+def seed_mean(arrays: Mapping[str, np.ndarray], runs: Sequence[str]) -> np.ndarray:
+    """The mean over ``runs`` of their (site x source) arrays, NaN where no run has a value."""
+    with warnings.catch_warnings():  # sites with no such source are NaN in every seed
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return np.nanmean(np.stack([arrays[r] for r in runs]), axis=0)
+
+
 def depth_weight_heatmaps(
     done: pd.DataFrame,
-    weights: dict[str, np.ndarray],
+    weights: Mapping[str, np.ndarray],
     top1: Mapping[str, np.ndarray] | None = None,
+    spread: Mapping[str, np.ndarray] | None = None,
+    importance: Mapping[str, np.ndarray] | None = None,
 ) -> list[tuple[str, Image]]:
     """Per AttnRes arm (deepest setting), the mean depth-attention weights over its comparable
     trials' seeds (``done``), the pre-attention sites and the pre-MLP sites apart (the paper's
     Figure 8 shape). Site rows are in sublayer order with the output site last. A site that
-    collapsed (``trainers.routing``: per-token top-1 mass above the alarm) in any seed is framed
-    in red."""
+    collapsed (``trainers.routing``: one source per token through a saturated softmax) in any
+    seed is framed in red. Where every seed measured it, each source's causal importance
+    (``source_importance``: the loss change when it is left out) is drawn below, site for site."""
     done = deepest(done)
     done = done[done["run_id"].isin(list(weights))]
     out = []
     for arm, g in done.groupby("arm"):
-        collapsed = collapsed_in_any_seed(g, weights, top1 or {})
-        stack = np.stack([weights[r] for r in g["run_id"]])
-        with warnings.catch_warnings():  # sites with no such source are NaN in every seed
-            warnings.simplefilter("ignore", RuntimeWarning)
-            mean = np.nanmean(stack, axis=0)
-        n_sites = mean.shape[0] - 1  # the last row is the output site
-        fig, axes = _figure(ncols=2, size=(11, 4.2))
-        for ax, start, title in ((axes[0, 0], 0, "pre-attention"), (axes[0, 1], 1, "pre-MLP")):
-            rows = mean[start:n_sites:2]
-            # One colour scale for both panels (weights are probabilities); rows are blocks 1..n
-            extent = (-0.5, rows.shape[1] - 0.5, rows.shape[0] + 0.5, 0.5)
-            image = ax.imshow(
-                np.ma.masked_invalid(rows),
-                aspect="auto",
-                cmap="viridis",
-                vmin=0.0,
-                vmax=1.0,
-                extent=extent,
-                interpolation="nearest",
-            )
-            ax.set(title=f"{arm}: {title} sites", xlabel="source (0 = embedding)", ylabel="block")
-            _frame_rows(ax, np.flatnonzero(collapsed[start:n_sites:2]), rows.shape[1])
-            _integer_ticks(ax, y=True)
-            fig.colorbar(image, ax=ax)
+        runs = list(g["run_id"])
+        collapsed = collapsed_in_any_seed(g, weights, top1 or {}, spread or {})
+        panels = [(seed_mean(weights, runs), "depth weight", "viridis", (0.0, 1.0))]
+        if importance and all(r in importance for r in runs):
+            mean = seed_mean(importance, runs)
+            top = float(np.nanmax(np.abs(mean))) if np.isfinite(mean).any() else 1.0
+            panels.append((mean, "loss change when left out", "RdBu_r", (-top, top)))
+        fig, axes = _figure(nrows=len(panels), ncols=2, size=(11, 4.2 * len(panels)))
+        for row, (values, what, cmap, limits) in enumerate(panels):
+            _site_panels(axes[row], values, f"{arm}: {what}", cmap, limits, collapsed)
         out.append((str(arm), _image(fig)))
     return out
+
+
+def _site_panels(
+    axes: Any,
+    values: np.ndarray,
+    title: str,
+    cmap: str,
+    limits: tuple[float, float],
+    collapsed: np.ndarray,
+) -> None:
+    """One (site x source) array as two heatmaps, pre-attention and pre-MLP sites, on one colour
+    scale; rows are blocks 1..n (the output site, the last row, is left out)."""
+    n_sites = values.shape[0] - 1
+    for ax, start, part in ((axes[0], 0, "pre-attention"), (axes[1], 1, "pre-MLP")):
+        rows = values[start:n_sites:2]
+        extent = (-0.5, rows.shape[1] - 0.5, rows.shape[0] + 0.5, 0.5)
+        image = ax.imshow(
+            np.ma.masked_invalid(rows),
+            aspect="auto",
+            cmap=cmap,
+            vmin=limits[0],
+            vmax=limits[1],
+            extent=extent,
+            interpolation="nearest",
+        )
+        ax.set(title=f"{title}, {part} sites", xlabel="source (0 = embedding)", ylabel="block")
+        _frame_rows(ax, np.flatnonzero(collapsed[start:n_sites:2]), rows.shape[1])
+        _integer_ticks(ax, y=True)
+        ax.figure.colorbar(image, ax=ax)
 
 
 def _frame_rows(ax: Any, rows: np.ndarray, width: int) -> None:

@@ -28,7 +28,7 @@ from record.schema import (
     Tag,
 )
 from reports.normalize import trial_reason, trial_seed, trial_status
-from reports.sweep import TRIAL_COLUMNS, RecordedCoordCheck, SweepData
+from reports.sweep import SITE_ARRAYS, TRIAL_COLUMNS, RecordedCoordCheck, SweepData
 
 # The validation metrics, and the routing summaries the report follows over training.
 CURVE_METRICS = (
@@ -64,7 +64,7 @@ def load_sweep(uri: str, name: str) -> SweepData:
     parents = sorted(parents, key=lambda r: r.info.start_time)
     plans = {r.info.run_id: _plans(_artifacts(uri, r), r.info.run_id) for r in parents}
     curves = _curves(client, trials)
-    profiles, weights, top1, entropy = _profiles(uri, trials)
+    profiles, arrays = _profiles(uri, trials)
     latest = _artifacts(uri, parents[-1])
     return SweepData(
         name=name,
@@ -74,9 +74,7 @@ def load_sweep(uri: str, name: str) -> SweepData:
         trials=_trial_frame(trials, curves),
         curves=curves,
         profiles=profiles,
-        depth_weights=weights,
-        routing_top1=top1,
-        routing_entropy=entropy,
+        **arrays,
         skipped=_yaml_artifact(latest, SKIPPED_FILE) or [],
         plans=[plan for found in plans.values() for plan in found],
         superseded=len(every) - len(parents),
@@ -307,26 +305,22 @@ def _last_profile(repo: Any) -> dict[str, Any] | None:
 Arrays = dict[str, np.ndarray]
 
 
-def _profiles(uri: str, trials: list[Any]) -> tuple[pd.DataFrame, Arrays, Arrays, Arrays]:
-    """Each trial's last dilution profile, per block, its depth weights where it has any, and
-    its per-site top-1 mass and entropy where it recorded them; the files are fetched
+def _profiles(uri: str, trials: list[Any]) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """Each trial's last dilution profile, per block, and its per-site arrays
+    (``SITE_ARRAYS``: depth weights, routing statistics, source importance) where it recorded
+    them (profiles before issue 27 have no routing statistics); the files are fetched
     ``READERS`` at a time."""
     rows: list[dict[str, Any]] = []
-    weights: Arrays = {}
-    top1: Arrays = {}
-    entropy: Arrays = {}
+    arrays: dict[str, Arrays] = {name: {} for name in SITE_ARRAYS}
     found = _each(lambda run: _last_profile(_artifacts(uri, run)), trials)
     for run, data in zip(trials, found, strict=True):
         if data is None:
             continue
         rows.extend(_profile_rows(run.info.run_id, data))
-        if data.get("depth_weights") is not None:
-            weights[run.info.run_id] = np.array(data["depth_weights"], dtype=float)
-        if data.get("routing_top1") is not None:  # profiles before issue 27 have none
-            top1[run.info.run_id] = np.array(data["routing_top1"], dtype=float)
-        if data.get("routing_entropy") is not None:
-            entropy[run.info.run_id] = np.array(data["routing_entropy"], dtype=float)
-    return pd.DataFrame(rows, columns=PROFILE_COLUMNS), weights, top1, entropy
+        for name in SITE_ARRAYS:
+            if data.get(name) is not None:
+                arrays[name][run.info.run_id] = np.array(data[name], dtype=float)
+    return pd.DataFrame(rows, columns=PROFILE_COLUMNS), arrays
 
 
 def run_profile(uri: str, run: RecordedRun) -> pd.DataFrame:

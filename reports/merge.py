@@ -27,7 +27,7 @@ from record.redact import redact
 from record.schema import SETTLED
 from reports.ablation import WIRING_KEYS
 from reports.normalize import PARAM_PREFIXES, SEED_KEY
-from reports.sweep import SweepData
+from reports.sweep import SweepData, site_arrays
 
 SWEEP_COLUMN = "sweep"  # on merged trials and parents: the sweep(s) a row came from
 SOURCES_SEP = ", "  # between the sweeps that hold one trial
@@ -73,9 +73,7 @@ def merge_sweeps(datas: Sequence[SweepData]) -> SweepData:
         trials=trials,
         curves=_kept(pd.concat([d.curves for d in datas], ignore_index=True), kept),
         profiles=_kept(pd.concat([d.profiles for d in datas], ignore_index=True), kept),
-        depth_weights={k: v for d in datas for k, v in d.depth_weights.items() if k in kept},
-        routing_top1={k: v for d in datas for k, v in d.routing_top1.items() if k in kept},
-        routing_entropy={k: v for d in datas for k, v in d.routing_entropy.items() if k in kept},
+        **site_arrays(datas, kept),
         skipped=[s for d in datas for s in d.skipped],
         # a parent read through two stores holds its plans once
         plans=list({json.dumps(p, sort_keys=True): p for d in datas for p in d.plans}.values()),

@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 
 # The CLI reads PLAN_CHOICES for its --help: reports.sweep loads no pandas at import.
-from reports.sweep import PLAN_CHOICES, SweepData
+from reports.sweep import PLAN_CHOICES, SweepData, site_arrays
 
 
 def select_plan(data: SweepData, choice: str) -> SweepData:
@@ -31,8 +31,6 @@ def select_plan(data: SweepData, choice: str) -> SweepData:
         trials=trials,
         curves=data.curves[data.curves["run_id"].isin(kept)],
         profiles=data.profiles[data.profiles["run_id"].isin(kept)],
-        depth_weights={k: v for k, v in data.depth_weights.items() if k in kept},
-        routing_top1={k: v for k, v in data.routing_top1.items() if k in kept},
-        routing_entropy={k: v for k, v in data.routing_entropy.items() if k in kept},
+        **site_arrays([data], kept),
         plan="latest",
     )

@@ -6,7 +6,7 @@ is built), so that the ``nas report`` parser can read ``PLAN_CHOICES`` for its `
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
@@ -55,6 +55,17 @@ class RecordedCoordCheck:
         return str(self.entry.get("name", ""))
 
 
+# The per-run arrays of each trial's last profile that SweepData keeps, each run_id -> array: a
+# selection of trials (a plan, a merge) keeps the same runs' entries of every one.
+SITE_ARRAYS = (
+    "depth_weights",
+    "routing_top1",
+    "routing_entropy",
+    "routing_spread",
+    "source_importance",
+)
+
+
 @dataclass(frozen=True)
 class SweepData:
     """One sweep as read from the store, without the trials of parent runs that ``nas sweep
@@ -72,8 +83,10 @@ class SweepData:
     - ``curves``: run_id, metric, step, value for the validation metrics
     - ``profiles``: run_id, block, output_norm, stream_norm, grad_norm of each trial's last
       dilution profile; ``depth_weights``: run_id -> (site x source) softmax weights;
-      ``routing_top1`` and ``routing_entropy``: run_id -> per-site top-1 mass and normalized
-      entropy, per token then averaged (``trainers.routing``), where the profile recorded them
+      ``routing_top1``, ``routing_entropy`` and ``routing_spread``: run_id -> per-site top-1
+      mass, normalized entropy and logit spread, per token then averaged (``trainers.routing``),
+      where the profile recorded them; ``source_importance``: run_id -> (site x source) loss
+      change when that source is left out of that site (``train.diagnostics_importance``)
     - ``plans``: each invocation's plan as recorded ({"command", "space", "keys"}), oldest
       first; empty for a sweep recorded before plans were kept
     - ``plan``: which plans' trials ``trials`` holds: "all", or "latest" (``reports.plans``)
@@ -100,6 +113,8 @@ class SweepData:
     depth_weights: dict[str, np.ndarray] = field(default_factory=dict)
     routing_top1: dict[str, np.ndarray] = field(default_factory=dict)
     routing_entropy: dict[str, np.ndarray] = field(default_factory=dict)
+    routing_spread: dict[str, np.ndarray] = field(default_factory=dict)
+    source_importance: dict[str, np.ndarray] = field(default_factory=dict)
     skipped: list[dict[str, str]] = field(default_factory=list)  # grid cells never launched
     plans: list[dict[str, Any]] = field(default_factory=list)
     plan: PlanChoice = "all"
@@ -119,3 +134,12 @@ class SweepData:
         param = str(stage["param"]) if "param" in stage else None
         view = normalize(self.trials, stage_keys(stage), tuned_keys(self.space), param)
         object.__setattr__(self, "view", view)
+
+
+def site_arrays(datas: Sequence[SweepData], kept: set[str]) -> dict[str, Any]:
+    """Every ``SITE_ARRAYS`` field of ``datas`` together, for the runs in ``kept`` only: what a
+    plan's selection or a merge passes on (as keyword arguments of ``SweepData``)."""
+    return {
+        name: {k: v for d in datas for k, v in getattr(d, name).items() if k in kept}
+        for name in SITE_ARRAYS
+    }

@@ -8,7 +8,7 @@ from typing import Any
 from reports import figures
 from reports.document import Figure, Paragraph, Section
 from reports.sweep import SweepData
-from trainers.routing import ALARM_PREFIX
+from trainers.routing import ALARM_PREFIX, SATURATED
 
 
 def figure_section(data: SweepData) -> Section | None:
@@ -50,21 +50,31 @@ def figure_section(data: SweepData) -> Section | None:
                 profile.pdf,
             )
         )
-    heatmaps = figures.depth_weight_heatmaps(done, data.depth_weights, data.routing_top1)
+    heatmaps = figures.depth_weight_heatmaps(
+        done, data.depth_weights, data.routing_top1, data.routing_spread, data.source_importance
+    )
     # A record from before the routing statistics has nothing to frame: its caption stays.
     framed = (
         " Framed in red: a site that collapsed in at least one seed (per-token top-1 mass "
-        "above train.routing_alarm)."
-        if data.routing_top1
+        f"above train.routing_alarm through a softmax whose logits span more than {SATURATED:g} "
+        "nats)."
+        if data.routing_spread
         else ""
     )
     for i, (arm, image) in enumerate(heatmaps):
+        measured = (
+            " Below: each source's causal importance, the validation loss change on the "
+            "diagnostics batch when it is left out of that site (the rest renormalized), mean "
+            "over seeds."
+            if _measured(done, arm, data.source_importance)
+            else ""
+        )
         blocks.append(
             Figure(
                 f"depth_weights_{i}",
                 image.png,
                 f"{arm}: depth-attention weights (rows: blocks' sites, columns: sources; "
-                f"mean over tokens and seeds).{framed}",
+                f"mean over tokens and seeds).{framed}{measured}",
                 image.pdf,
             )
         )
@@ -72,6 +82,12 @@ def figure_section(data: SweepData) -> Section | None:
     if alarms:
         blocks.append(Paragraph("Routing alarms: " + "; ".join(alarms) + ".", "warning"))
     return Section("Figures", tuple(blocks)) if blocks else None
+
+
+def _measured(done: Any, arm: str, importance: dict[str, Any]) -> bool:
+    """Whether every trial of ``arm`` (deepest setting) measured its sources' importance."""
+    runs = figures.deepest(done).query("arm == @arm")["run_id"]
+    return bool(importance) and all(r in importance for r in runs)
 
 
 def _routing_alarms(done: Any) -> list[str]:

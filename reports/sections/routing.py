@@ -15,7 +15,7 @@ import pandas as pd
 
 from record.schema import Metric
 from reports.document import Paragraph, Section, Table
-from reports.figures import collapsed_in_any_seed, deepest
+from reports.figures import collapsed_in_any_seed, deepest, seed_mean
 from reports.sections.cells import fmt
 from reports.sweep import SweepData
 from trainers.config import TrainConfig
@@ -70,6 +70,19 @@ def routing_section(data: SweepData) -> Section | None:
                 "site last (mean over seeds; '-' a site with one source)",
             )
         )
+    ranked = [r for arm, g in done.groupby("arm", sort=False) if (r := _ranking(arm, g, data))]
+    if ranked:
+        blocks.append(
+            Table(
+                ("arm", "sites", "top source differs", "rank correlation", "largest importance"),
+                tuple(ranked),
+                caption="Depth weight against causal importance at the end of training (mean "
+                "over seeds): at how many sites with two or more sources the most-weighted "
+                "source is not the one whose removal costs the most loss, the mean Spearman "
+                "correlation of the two rankings over sites with three or more sources, and the "
+                "largest loss change (nats) with its site and source",
+            )
+        )
     return Section("Routing", tuple(blocks))
 
 
@@ -115,7 +128,10 @@ def _verdict(g: pd.DataFrame, data: SweepData) -> str:
         return "healthy"
     text = f"collapsed in {tripped} of {len(g)} seeds"
     if data.depth_weights and all(r in data.depth_weights for r in g["run_id"]):
-        sites = np.flatnonzero(collapsed_in_any_seed(g, data.depth_weights, data.routing_top1))
+        collapsed = collapsed_in_any_seed(
+            g, data.depth_weights, data.routing_top1, data.routing_spread
+        )
+        sites = np.flatnonzero(collapsed)
         if len(sites):
             text += f" (sites {', '.join(map(str, sites))})"
     return text
@@ -130,6 +146,42 @@ def _per_site(g: pd.DataFrame, data: SweepData) -> tuple[str, str] | None:
     entropy = np.mean([data.routing_entropy[r] for r in ids], axis=0)
     top1[np.isnan(entropy)] = np.nan  # a site with one source: its top-1 mass is 1 by force
     return _line(top1), _line(entropy)
+
+
+def _ranking(arm: str, g: pd.DataFrame, data: SweepData) -> tuple[str, ...] | None:
+    """Where the seed-mean depth weights and the seed-mean causal importance rank an arm's
+    sources differently; None unless every seed measured the importance."""
+    runs = list(g["run_id"])
+    if not runs or not all(r in data.source_importance for r in runs):
+        return None
+    weight = seed_mean(data.depth_weights, runs)
+    importance = seed_mean(data.source_importance, runs)
+    sites = [j for j in range(len(weight)) if np.sum(~np.isnan(importance[j])) >= 2]
+    if not sites:
+        return None
+    differs = [j for j in sites if _top(weight[j]) != _top(importance[j])]
+    rhos = [_spearman(weight[j], importance[j]) for j in sites]
+    rhos = [r for j, r in zip(sites, rhos, strict=True) if np.sum(~np.isnan(importance[j])) >= 3]
+    site, source = np.unravel_index(np.nanargmax(importance), importance.shape)
+    listed = f" (sites {', '.join(map(str, differs))})" if differs else ""
+    return (
+        str(arm),
+        str(len(sites)),
+        f"{len(differs)}{listed}",
+        fmt(float(np.mean(rhos)), 2) if rhos else "—",
+        f"{importance[site, source]:+.3f} (site {site}, source {source})",
+    )
+
+
+def _top(values: np.ndarray) -> int:
+    return int(np.nanargmax(values))
+
+
+def _spearman(a: np.ndarray, b: np.ndarray) -> float:
+    """Spearman's rank correlation over the sources both have (ties broken by order)."""
+    both = ~np.isnan(a) & ~np.isnan(b)
+    ra, rb = (np.argsort(np.argsort(v[both])).astype(float) for v in (a, b))
+    return float(np.corrcoef(ra, rb)[0, 1]) if len(ra) > 2 else math.nan
 
 
 def _line(values: np.ndarray) -> str:

@@ -14,6 +14,7 @@ from tests.reports.frames import sweep, trial
 
 ALARM = "routing alarm (top-1 mass > 0.95): site 1 collapsed onto the embedding by step 40"
 WEIGHTS = np.array([[1.0, np.nan, np.nan], [0.98, 0.02, np.nan], [0.3, 0.3, 0.4]])
+SPREAD = np.array([np.nan, 30.0, 1.0])  # site 1's softmax saturated
 
 
 def _rows() -> list[dict[str, object]]:
@@ -34,12 +35,13 @@ def test_a_site_is_framed_when_it_collapsed_in_any_seed_at_its_own_threshold() -
             "attnres-0-1-32": np.array([1.0, 0.98, 0.4]),
             "attnres-1-1-32": np.array([1.0, 0.97, 0.4]),
         },
+        routing_spread={i: SPREAD for i in ("attnres-0-1-32", "attnres-1-1-32")},
     )
     done = data.view.comparable
-    framed = collapsed_in_any_seed(done, data.depth_weights, data.routing_top1)
-    assert framed.tolist() == [False, True, False]
+    arrays = data.depth_weights, data.routing_top1, data.routing_spread
+    assert collapsed_in_any_seed(done, *arrays).tolist() == [False, True, False]
     only_seed1 = done[done["seed"] == 1]
-    assert not collapsed_in_any_seed(only_seed1, data.depth_weights, data.routing_top1).any()
+    assert not collapsed_in_any_seed(only_seed1, *arrays).any()
 
 
 def test_the_figures_section_lists_each_finished_trials_alarm() -> None:
@@ -103,6 +105,7 @@ def test_the_routing_section_gives_each_arm_its_course_sites_and_verdict() -> No
         depth_weights={i: WEIGHTS for i in ids},
         routing_top1={i: top1 for i in ids},
         routing_entropy={i: entropy for i in ids},
+        routing_spread={i: SPREAD for i in ids},
     )
     section = routing_section(data)
     assert section is not None
@@ -119,3 +122,25 @@ def test_the_routing_section_gives_each_arm_its_course_sites_and_verdict() -> No
 def test_a_sweep_without_depth_mixing_has_no_routing_section() -> None:
     """Standard pre-norm records no routing summaries: nothing to say."""
     assert routing_section(sweep([trial("standard", 0, 2.5), trial("standard", 1, 2.4)])) is None
+
+
+def test_weight_and_importance_are_compared_where_every_seed_measured_both() -> None:
+    """Site 1 weighs the embedding most (0.98) but losing source 1 costs more (0.30 against
+    0.05): its top source differs; site 2 ranks its three sources the same both ways
+    (correlation 1); the largest loss change is named with its site and source. An arm whose
+    seeds did not all measure importance gets no row."""
+    importance = np.array([[np.nan] * 3, [0.05, 0.30, np.nan], [0.01, 0.02, 0.04]])
+    rows = [_routed("attnres", 0, 0.6), _routed("attnres", 1, 0.7)]
+    rows += [_routed("block_attnres", 0, 0.6)]
+    ids = [r["run_id"] for r in rows]
+    data = sweep(
+        rows,
+        depth_weights={i: WEIGHTS for i in ids},
+        routing_top1={i: np.array([1.0, 0.9, 0.4]) for i in ids},
+        routing_entropy={i: np.array([np.nan, 0.3, 0.9]) for i in ids},
+        source_importance={i: importance for i in ids[:2]},
+    )
+    section = routing_section(data)
+    assert section is not None
+    ranking = [b for b in section.blocks if isinstance(b, Table)][-1]
+    assert ranking.rows == (("attnres", "2", "1 (sites 1)", "1.00", "+0.300 (site 1, source 1)"),)
