@@ -156,11 +156,12 @@ def _model_values(base: RunConfig, point: Mapping[str, Any]) -> dict[str, Any]:
 
 def read_point(base: RunConfig, point: Mapping[str, Any], varied: Iterable[str]) -> dict[str, Any]:
     """``point`` without its ``varied`` keys that name a model field the configuration it makes
-    over ``base`` does not read (``trainers.identity``): the point a trial key hashes and a label
-    shows, so values of such a field make one model. Keys that are not varied stay: they are the
+    over ``base`` does not read (``trainers.identity``), and without ``EXECUTION_FIELDS`` (which
+    ``base`` carries): the point a trial key hashes and a label shows, so values of such a field
+    make one model. Keys that are not varied stay: they are the
     same in every cell of an arm, and the keys of sweeps already recorded hash them."""
     unread = {f"model.{n}" for n in unread_fields(_model_values(base, point))}
-    dropped = unread & set(varied)
+    dropped = (unread & set(varied)) | EXECUTION_FIELDS  # how it runs: no part of what it is
     return {k: v for k, v in point.items() if k not in dropped}
 
 

@@ -618,8 +618,11 @@ def flatten(cfg: RunConfig) -> dict[str, Any]:
 
 # How a run executes, not what it trains: two configurations that differ only here train the same
 # model on the same batches to the same parameters (up to the order of float sums), so the trial
-# key ignores them and a sweep may change them between invocations. The record keeps them.
-EXECUTION_FIELDS: frozenset[str] = frozenset({"train.micro_batch", "train.checkpointing"})
+# key ignores them and a sweep may change them between invocations. The record keeps them. The
+# source importance is one more measurement of the trained model, after training.
+EXECUTION_FIELDS: frozenset[str] = frozenset(
+    {"train.micro_batch", "train.checkpointing", "train.diagnostics_importance"}
+)
 
 
 def without_execution(flat: dict[str, Any]) -> dict[str, Any]:
