@@ -114,10 +114,10 @@ def balanced_partition(n_sublayers: int, n_blocks: int) -> tuple[int, ...]:
 
 
 def partition_label(sizes: tuple[int, ...]) -> str:
-    """``8 blocks of 4 sublayers``, or each size when they differ
-    (``8 blocks of 2,2,2,2,1,1,1,1 sublayers``): what ``nas spaces`` shows."""
+    """``N = 8 AttnRes blocks of 4 sublayers``, or each size when they differ
+    (``N = 8 AttnRes blocks of 2,2,2,2,1,1,1,1 sublayers``): what ``nas spaces`` shows."""
     each = str(sizes[0]) if len(set(sizes)) == 1 else ",".join(map(str, sizes))
-    return f"{len(sizes)} blocks of {each} sublayer{'' if each == '1' else 's'}"
+    return f"N = {len(sizes)} AttnRes blocks of {each} sublayer{'' if each == '1' else 's'}"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -153,8 +153,9 @@ class ModelConfig:
         "none",
     )
     attnres_blocks: int = _help(
-        "Block AttnRes: number of blocks N the 2*n_layers sublayers are split into, balanced "
-        "(sizes differ by at most one; the first 2*n_layers mod N blocks are the longer).",
+        "Block AttnRes: the number N of AttnRes blocks (not Transformer blocks) the 2*n_layers "
+        "sublayers are split into, balanced (sizes differ by at most one; the first "
+        "2*n_layers mod N are the longer).",
         8,
     )
     attnres_key_norm: KeyNormName = _help(

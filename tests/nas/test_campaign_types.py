@@ -176,7 +176,7 @@ def test_each_campaign_describes_what_it_runs() -> None:
     assert campaign_of(SEARCH, RunConfig()).describe() == ["5 trials, sampler tpe"]
     lines = campaign_of(BUILTIN["smoke"], RunConfig()).describe()
     assert lines[0] == "2 trials (2 configurations x 1 seeds); 0 skipped"
-    assert lines[1:] == ["partition block_attnres: 2 blocks of 2 sublayers"]
+    assert lines[1:] == ["partition block_attnres: N = 2 AttnRes blocks of 2 sublayers"]
 
 
 def test_a_search_s_summary_lists_every_recorded_trial_as_planned() -> None:

@@ -183,8 +183,8 @@ def test_partitions_show_each_attnres_arm_s_actual_blocks(
     }
     assert main(["spaces", "attnres_blocks"]) == 0
     out = capsys.readouterr().out
-    assert "partition block_attnres/N=8: 8 blocks of 4 sublayers" in out
-    assert "partition attnres: 32 blocks of 1 sublayer\n" in out
+    assert "partition block_attnres/N=8: N = 8 AttnRes blocks of 4 sublayers" in out
+    assert "partition attnres: N = 32 AttnRes blocks of 1 sublayer\n" in out
 
 
 def test_user_space_file(tmp_path: Path) -> None:

@@ -8,11 +8,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from record.schema import Metric
-from trainers.config import RunConfig
+from trainers.config import RunConfig, TrainConfig
 from trainers.config_io import from_dict
+from trainers.routing import collapsed_sites
 from trainers.run import TrainResult, train
 
 # One seeded run each, as small as still shows it: d_model 64, 8 blocks, the default lr and
@@ -48,6 +50,20 @@ def _top1_by_step(out: Path) -> dict[int, float]:
     return found
 
 
+def _collapsed_by_step(out: Path) -> dict[int, list[int]]:
+    """The sites each profile shows collapsed, by the alarm's rule applied to its arrays."""
+    found = {}
+    for f in sorted((out / "dilution").glob("step-*.json")):
+        data = json.loads(f.read_text())
+        top1, spread, weights = (
+            np.array(data[k], dtype=float)
+            for k in ("routing_top1", "routing_spread", "depth_weights")
+        )
+        sites = collapsed_sites(top1, spread, weights, TrainConfig().routing_alarm)
+        found[int(f.stem.split("-")[1])] = np.flatnonzero(sites).tolist()
+    return found
+
+
 def _train(cfg: RunConfig, out: Path) -> TrainResult:
     result, _ = train(cfg, out, progress=False)
     assert result.status == "finished" and result.steps == STEPS
@@ -58,17 +74,19 @@ def _train(cfg: RunConfig, out: Path) -> TrainResult:
 def test_input_query_trips_the_alarm_and_full_attnres_does_not(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
-    """The input query's worst site passes top-1 mass 0.95 by step 40 here (its per-token
-    entropy near 0 by step 60, logit spreads above 30) and the result names the collapsed sites;
-    the static query's worst site stays below 0.95 (0.91 at step 80) and no alarm is raised."""
+    """The input query's sites read one source through a saturated softmax within the run
+    (top-1 mass above 0.95 by step 40, logit spreads above 30 by step 60) and the result names
+    the first profile at which one did, as its arrays show it; the static query's worst site
+    stays below 0.95 (0.91 at step 80) and no alarm is raised."""
     cache = tmp_path_factory.mktemp("cache")
     bad_out, good_out = tmp_path_factory.mktemp("input"), tmp_path_factory.mktemp("static")
     bad = _train(_cfg(cache, residual="attnres", attnres_query="input"), bad_out)
     assert bad.routing_alarm.startswith("routing alarm (top-1 mass > 0.95): site ")
     assert "collapsed onto" in bad.routing_alarm
-    tripped = [step for step, top1 in _top1_by_step(bad_out).items() if top1 > 0.95]
+    tripped = [step for step, sites in _collapsed_by_step(bad_out).items() if sites]
     assert tripped and tripped[0] <= STEPS
     assert f"by step {tripped[0]}" in bad.routing_alarm
     good = _train(_cfg(cache, residual="attnres"), good_out)
     assert good.routing_alarm == ""
     assert max(_top1_by_step(good_out).values()) < 0.95
+    assert not any(_collapsed_by_step(good_out).values())
