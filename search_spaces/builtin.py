@@ -50,8 +50,8 @@ DEMO_SIZE: dict[str, Any] = {
     "train.val_every": 100,
     "train.val_batches": 8,
     "train.warmup_steps": 30,
-    # which sources each Block AttnRes site depends on, beside the weights it gives them: about
-    # 50 forwards of the diagnostics batch at the end of each trial (docs/diagnostics.md)
+    # which sources each Block AttnRes site depends on, beside the weights it gives them:
+    # 56 forwards of the diagnostics batch at the end of each trial (docs/diagnostics.md)
     "train.diagnostics_importance": True,
 }
 ABLATION: dict[str, Any] = {
