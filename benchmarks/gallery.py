@@ -14,12 +14,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import time
 from dataclasses import dataclass
+from importlib.metadata import version
 from pathlib import Path
+
+from record.machine import cpu_words
 
 ROOT = Path(__file__).resolve().parent.parent
 STORE = "gallery"  # relative to ROOT: the studies' MLflow store and Tune state
@@ -65,6 +67,11 @@ STUDIES = (
 )
 
 
+def _torch_version() -> str:
+    """The installed torch, without importing it (a CPU build names itself: 2.13.0+cpu)."""
+    return version("torch")
+
+
 def _nas(*args: str) -> list[str]:
     return [sys.executable, "-m", "nas.cli", *args]
 
@@ -102,7 +109,7 @@ def study(s: Study) -> None:
         "report": _shown(report),
         "sweep_seconds": round(seconds),
         "commit": _commit(),
-        "hardware": f"{platform.machine()}, {os.cpu_count()} cores",
+        "hardware": f"{cpu_words()}, torch {_torch_version()}",
         "date": time.strftime("%Y-%m-%d"),
     }
     (ROOT / OUT / s.name / MADE).write_text(json.dumps(made, indent=1) + "\n")

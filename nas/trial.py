@@ -215,14 +215,13 @@ def _cost_metrics(cost: Any, trial_s: float) -> dict[str, float]:
 
 def _hardware() -> str:
     """What this trial trains on, in words (the report's provenance)."""
-    import os
-    import platform
-
     import torch
+
+    from record.machine import cpu_words
 
     if torch.cuda.is_available():
         return f"GPU {torch.cuda.get_device_name(0)}"
-    return f"CPU {platform.machine()}, {os.cpu_count()} cores, {torch.get_num_threads()} threads"
+    return f"CPU {cpu_words()}, {torch.get_num_threads()} threads"
 
 
 def _node_id() -> str:
