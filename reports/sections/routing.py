@@ -19,7 +19,7 @@ from reports.figures import collapsed_in_any_seed, deepest, seed_mean
 from reports.sections.cells import fmt
 from reports.sweep import SweepData
 from trainers.config import TrainConfig
-from trainers.routing import ALARM_PREFIX
+from trainers.routing import ALARM_PREFIX, SATURATED
 
 # The recorded summaries this section reads over training (reports.load.CURVE_METRICS).
 TRACED = (Metric.ROUTING_TOP1_MAX, Metric.ROUTING_ENTROPY_MIN)
@@ -54,9 +54,11 @@ def routing_section(data: SweepData) -> Section | None:
             "over seeds). Per token: the top-1 mass (the largest weight), the normalized entropy "
             "(1 uniform, 0 one source) and the logit spread (largest minus smallest logit, a "
             "softmax only), then averaged over tokens; *max* and *min* are the worst site's. "
-            "The alarm trips where a site's top-1 mass exceeds train.routing_alarm "
-            f"(default {TrainConfig().routing_alarm:g}); the verdict counts the seeds it "
-            "tripped in."
+            "The alarm trips where a site has collapsed: its top-1 mass exceeds "
+            f"train.routing_alarm (default {TrainConfig().routing_alarm:g}) while its logits "
+            f"span more than {SATURATED:g} nats, so the other sources get too little weight, "
+            "and gradient, to be read again; a site that only leans on one source is not "
+            "counted. The verdict counts the seeds it tripped in."
         ),
         Table(columns, tuple(r for r, _ in rows), caption="Routing over training"),
     ]
