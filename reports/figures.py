@@ -409,25 +409,38 @@ def depth_weight_heatmaps(
     for arm, g in done.groupby("arm"):
         runs = list(g["run_id"])
         collapsed = collapsed_in_any_seed(g, weights, top1 or {}, spread or {})
-        panels = [(seed_mean(weights, runs), "depth weight", "viridis", (0.0, 1.0))]
+        panels = [(seed_mean(weights, runs), f"{arm}: depth weight", _linear(0.0, 1.0))]
         if importance and all(r in importance for r in runs):
             mean = seed_mean(importance, runs)
-            top = float(np.nanmax(np.abs(mean))) if np.isfinite(mean).any() else 1.0
-            panels.append((mean, "loss change when left out", "RdBu_r", (-top, top)))
+            panels.append((mean, "loss change without the source (nats)", _diverging(mean)))
         fig, axes = _figure(nrows=len(panels), ncols=2, size=(11, 4.2 * len(panels)))
-        for row, (values, what, cmap, limits) in enumerate(panels):
-            _site_panels(axes[row], values, f"{arm}: {what}", cmap, limits, collapsed)
+        for row, (values, what, (cmap, norm)) in enumerate(panels):
+            _site_panels(axes[row], values, what, cmap, norm, collapsed)
+        fig.tight_layout()
         out.append((str(arm), _image(fig)))
     return out
 
 
+def _linear(low: float, high: float) -> tuple[str, Any]:
+    from matplotlib.colors import Normalize
+
+    return "viridis", Normalize(low, high)
+
+
+def _diverging(values: np.ndarray) -> tuple[str, Any]:
+    """Loss changes on one symmetric scale about zero, linear within 0.01 nats and logarithmic
+    beyond: a few sources cost tenths of a nat, most thousandths, and both must show. The output
+    site (not drawn) does not set the scale."""
+    from matplotlib.colors import SymLogNorm
+
+    drawn = values[:-1]
+    top = float(np.nanmax(np.abs(drawn))) if np.isfinite(drawn).any() else 1.0
+    top = max(top, 0.02)
+    return "RdBu_r", SymLogNorm(linthresh=0.01, vmin=-top, vmax=top)
+
+
 def _site_panels(
-    axes: Any,
-    values: np.ndarray,
-    title: str,
-    cmap: str,
-    limits: tuple[float, float],
-    collapsed: np.ndarray,
+    axes: Any, values: np.ndarray, title: str, cmap: str, norm: Any, collapsed: np.ndarray
 ) -> None:
     """One (site x source) array as two heatmaps, pre-attention and pre-MLP sites, on one colour
     scale; rows are blocks 1..n (the output site, the last row, is left out)."""
@@ -439,12 +452,12 @@ def _site_panels(
             np.ma.masked_invalid(rows),
             aspect="auto",
             cmap=cmap,
-            vmin=limits[0],
-            vmax=limits[1],
+            norm=norm,
             extent=extent,
             interpolation="nearest",
         )
-        ax.set(title=f"{title}, {part} sites", xlabel="source (0 = embedding)", ylabel="block")
+        ax.set(xlabel="source (0 = embedding)", ylabel="layer")
+        ax.set_title(f"{title}, {part} sites", fontsize=9)
         _frame_rows(ax, np.flatnonzero(collapsed[start:n_sites:2]), rows.shape[1])
         _integer_ticks(ax, y=True)
         ax.figure.colorbar(image, ax=ax)
