@@ -133,9 +133,8 @@ class RoutingAlarm:
         more = len(order) - named
         tail = f"; {more} more site{'s' if more > 1 else ''} by step {order[-1].step}"
         return (
-            f"{ALARM_PREFIX} (top-1 mass > {self.threshold:g}): "
-            + "; ".join(parts)
-            + (tail if more > 0 else "")
+            f"{ALARM_PREFIX} (top-1 mass > {self.threshold:g}, logits > {SATURATED:g} nats "
+            "apart): " + "; ".join(parts) + (tail if more > 0 else "")
         )
 
 

@@ -89,7 +89,7 @@ def test_alarm_keeps_the_first_step_and_names_the_site_and_source() -> None:
     alarm.observe(np.array([1.0, 0.99, 0.99]), np.array([0.0, 20.0, 40.0]), weights, step=60)
     assert [(c.site, c.step) for c in alarm.found.values()] == [(1, 40), (2, 60)]
     assert alarm.message().startswith(
-        "routing alarm (top-1 mass > 0.95): site 1 collapsed onto the embedding by step 40"
+        "routing alarm (top-1 mass > 0.95, logits > 10 nats apart): site 1 collapsed onto the embedding by step 40"
     )
     assert "site 2 collapsed onto source 2 by step 60" in alarm.message()
     assert RoutingAlarm(0.95).message() == ""

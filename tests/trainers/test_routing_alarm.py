@@ -81,7 +81,9 @@ def test_input_query_trips_the_alarm_and_full_attnres_does_not(
     cache = tmp_path_factory.mktemp("cache")
     bad_out, good_out = tmp_path_factory.mktemp("input"), tmp_path_factory.mktemp("static")
     bad = _train(_cfg(cache, residual="attnres", attnres_query="input"), bad_out)
-    assert bad.routing_alarm.startswith("routing alarm (top-1 mass > 0.95): site ")
+    assert bad.routing_alarm.startswith(
+        "routing alarm (top-1 mass > 0.95, logits > 10 nats apart): site "
+    )
     assert "collapsed onto" in bad.routing_alarm
     tripped = [step for step, sites in _collapsed_by_step(bad_out).items() if sites]
     assert tripped and tripped[0] <= STEPS
