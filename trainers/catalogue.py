@@ -770,12 +770,6 @@ def arms() -> dict[str, dict[str, object]]:
     return {a.name: a.settings for e in (*WIRINGS, *ATTENTIONS) for a in e.arms}
 
 
-def wiring_flops(cfg: ModelConfig) -> int:
-    """Training FLOPs per token that ``cfg``'s residual wiring and attention variant add."""
-    parts = (wiring(cfg.residual).flops, attention(cfg.attention).flops)
-    return sum(f(cfg) for f in parts if f is not None)
-
-
 # ---- the docs' tables (docs/variants.md carries them; a test holds the two equal) -------------
 
 

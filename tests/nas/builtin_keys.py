@@ -93,6 +93,18 @@ def recorded_params(space: Mapping[str, Any], key: str) -> dict[str, str]:
     return {**space["base"], **space["trials"][key]["params"]}
 
 
+def changed_keys(pinned: Mapping[str, Any], now: Mapping[str, Any]) -> dict[str, dict[str, str]]:
+    """Per space, the pinned keys that ``now`` (``builtin_keys()``) no longer plans under their
+    pinned label; spaces with none are left out. Keys ``now`` adds are not changes."""
+    out = {}
+    for space, found in pinned.items():
+        planned = now.get(space, {}).get("keys", {})
+        moved = {k: label for k, label in found["keys"].items() if planned.get(k) != label}
+        if moved:
+            out[space] = moved
+    return out
+
+
 def main() -> None:
     DATA.write_text(json.dumps(builtin_keys(), indent=1, sort_keys=True) + "\n")
     OLD_RECORDS.write_text(json.dumps(old_records(), indent=1, sort_keys=True) + "\n")

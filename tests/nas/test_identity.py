@@ -25,6 +25,7 @@ from tests.nas.builtin_keys import (
     OLD_RECORDS,
     RECORDED_SPACES,
     builtin_keys,
+    changed_keys,
     recorded_params,
 )
 from trainers.config import RunConfig, flatten
@@ -49,11 +50,29 @@ OLD_STANDARD_KEYS = {
 OLD_BLOCK_KEYS = {"dfe8a6b65f9663e4", "9c796984b731ff5b", "de545012a6dc64e8", "de63b3bbc8790ec6"}
 
 
-def test_builtin_space_keys_are_unchanged() -> None:
-    """Every built-in space plans the trial keys, labels and skipped cells it planned before
-    unread fields took their default (keys computed then, stored as test data): no recorded
-    built-in sweep is remapped."""
-    assert builtin_keys() == json.loads(DATA.read_text())
+def test_no_pinned_builtin_key_changed() -> None:
+    """Every trial key pinned for a built-in space (computed before unread fields took their
+    default, stored as test data) is still planned, under the same label: no recorded built-in
+    sweep is remapped. A new space, arm, value or seed adds keys, which is no remapping, so
+    only the pinned ones are held."""
+    assert changed_keys(json.loads(DATA.read_text()), builtin_keys()) == {}
+
+
+def test_the_pinned_check_names_a_moved_or_dropped_key_and_allows_new_ones() -> None:
+    """A pinned key planned under another label, or not planned at all (here a whole space
+    gone), is named; keys added beside the pinned ones and new spaces are not."""
+    pinned = {
+        "demo": {"keys": {"k1": "standard seed 0", "k2": "block_attnres seed 0"}},
+        "gone": {"keys": {"k9": "standard seed 0"}},
+    }
+    now = {
+        "demo": {"keys": {"k1": "standard seed 0", "k2": "block_attnres seed 1", "k3": "new"}},
+        "added": {"keys": {"k4": "standard seed 0"}},
+    }
+    assert changed_keys(pinned, now) == {
+        "demo": {"k2": "block_attnres seed 0"},
+        "gone": {"k9": "standard seed 0"},
+    }
 
 
 def test_a_grid_with_an_unread_field_collapses_to_one_trial_per_seed() -> None:
