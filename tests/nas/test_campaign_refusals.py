@@ -9,15 +9,8 @@ from pathlib import Path
 
 from record.schema import PLANS_FOLDER, Tag
 from tests.cli import run_nas
-from tests.nas.test_campaign import (
-    EDITED,
-    TWO_ARMS,
-    _check_record,
-    _check_schema,
-    _trials,
-    _tune_dirs,
-)
-from tests.nas.test_sweep import _sweep
+from tests.nas import sweeps
+from tests.nas.test_campaign import EDITED, TWO_ARMS
 
 
 def test_a_changed_plan_is_refused_before_anything_is_written_and_restart_starts_anew(
@@ -25,14 +18,14 @@ def test_a_changed_plan_is_refused_before_anything_is_written_and_restart_starts
 ) -> None:
     space = tmp_path / "camp.yaml"
     space.write_text(TWO_ARMS)
-    first = _sweep(tmp_path, str(space), "--name", "camp")
+    first = sweeps.sweep(tmp_path, str(space), "--name", "camp")
     assert first.returncode == 0, first.stderr[-3000:]
-    parents, trials, client = _trials(tmp_path, "camp")
+    parents, trials, client = sweeps.trials(tmp_path, "camp")
     plans = client.list_artifacts(parents[0].info.run_id, PLANS_FOLDER)
-    before = (len(trials), len(_tune_dirs(tmp_path, "camp")), len(plans))
+    before = (len(trials), len(sweeps.tune_dirs(tmp_path, "camp")), len(plans))
     assert before == (2, 1, 1)
 
-    changed = _sweep(tmp_path, str(space), "--name", "camp", "--set", "train.lr=0.01")
+    changed = sweeps.sweep(tmp_path, str(space), "--name", "camp", "--set", "train.lr=0.01")
     assert changed.returncode == 2 and "Traceback" not in changed.stderr
     assert len(changed.stderr.strip().splitlines()) == 1
     assert "train.lr: 0.003 -> 0.01" in changed.stderr and "--restart" in changed.stderr
@@ -40,23 +33,25 @@ def test_a_changed_plan_is_refused_before_anything_is_written_and_restart_starts
     # parser that took "mlflow.db?timeout=5" for the file name found no sweep and ran the
     # changed plan into it)
     with_query = ("--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}?timeout=5")
-    queried = _sweep(tmp_path, str(space), "--name", "camp", "--set", "train.lr=0.01", *with_query)
+    queried = sweeps.sweep(
+        tmp_path, str(space), "--name", "camp", "--set", "train.lr=0.01", *with_query
+    )
     assert (queried.returncode, queried.stderr) == (2, changed.stderr)
     report = run_nas(tmp_path, "report", "camp", *with_query, "--out", str(tmp_path / "report"))
     assert report.returncode == 0, report.stderr[-3000:]
     assert "standard" in (tmp_path / "report" / "report.md").read_text()
     space.write_text(EDITED)
-    edited = _sweep(tmp_path, str(space), "--name", "camp")
+    edited = sweeps.sweep(tmp_path, str(space), "--name", "camp")
     assert edited.returncode == 2
     assert "'standard seed 0' differs (train.lr: 0.003 -> 0.01)" in edited.stderr
-    parents, trials, client = _trials(tmp_path, "camp")
+    parents, trials, client = sweeps.trials(tmp_path, "camp")
     plans = client.list_artifacts(parents[0].info.run_id, PLANS_FOLDER)
-    assert (len(trials), len(_tune_dirs(tmp_path, "camp")), len(plans)) == before
+    assert (len(trials), len(sweeps.tune_dirs(tmp_path, "camp")), len(plans)) == before
 
-    restart = _sweep(tmp_path, str(space), "--name", "camp", "--restart")
+    restart = sweeps.sweep(tmp_path, str(space), "--name", "camp", "--restart")
     assert restart.returncode == 0, restart.stderr[-3000:]
     assert list(tmp_path.glob("ray/camp.archived-*/tune-0001-*"))
-    parents, trials, client = _trials(tmp_path, "camp")
+    parents, trials, client = sweeps.trials(tmp_path, "camp")
     old = [p for p in parents if p.data.tags.get(Tag.SUPERSEDED) == "true"]
     new = [p for p in parents if p.data.tags.get(Tag.SUPERSEDED) != "true"]
     assert len(old) == len(new) == 1 and old[0].info.status == "FINISHED"
@@ -66,5 +61,5 @@ def test_a_changed_plan_is_refused_before_anything_is_written_and_restart_starts
     assert {t.data.params["train.lr"] for t in fresh if t.data.tags[Tag.ARM] == "standard"} == {
         "0.01"
     }
-    _check_record(trials, client)
-    _check_schema(tmp_path, "camp", parents, trials)
+    sweeps.check_record(trials, client)
+    sweeps.check_schema(tmp_path, "camp", parents, trials)

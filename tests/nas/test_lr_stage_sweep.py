@@ -14,8 +14,8 @@ import pytest
 
 from record.schema import LR_STAGE_FILE, PLANS_FOLDER, Metric, Tag
 from search_spaces.lr_stage import choose
-from tests.nas.test_campaign import BASE, _check_record, _finished_lines, _trials, _tune_dirs
-from tests.nas.test_sweep import _sweep
+from tests.nas import sweeps
+from tests.nas.test_campaign import BASE
 
 ARMS = "arms: {standard: {model.residual: standard}, block: {model.residual: block_attnres}}\n"
 TUNED = BASE + ARMS + "tune: {train.lr: {float: [1e-3, 1e-2], log: true}, points: 3}\n"
@@ -36,9 +36,9 @@ def _check_first(tmp: Path) -> tuple[dict[str, float], dict[str, str]]:
     """Six stage runs (two arms x three values, seed 0), each at its value; one final run per
     arm at the value with its stage's lowest final loss; the choice, its curve and keys on the
     parent run (artifact and tag). Returns each arm's choice and the stage's run ids by key."""
-    parents, trials, client = _trials(tmp, "tuned")
+    parents, trials, client = sweeps.trials(tmp, "tuned")
     assert len(parents) == 1 and len(trials) == 8
-    _check_record(trials, client)
+    sweeps.check_record(trials, client)
     stage, final = _stage_and_final(trials)
     assert len(stage) == 6
     losses: dict[str, dict[float, list[float]]] = {}
@@ -78,18 +78,18 @@ def test_a_tuned_sweep_records_points_choice_and_seeds_extends_and_refuses_a_new
     stage trial runs again); a four-point grid is refused in one line and writes nothing."""
     space = tmp_path / "tuned.yaml"
     space.write_text(TUNED)
-    first = _sweep(tmp_path, str(space), "--name", "tuned")
+    first = sweeps.sweep(tmp_path, str(space), "--name", "tuned")
     assert first.returncode == 0, first.stderr[-3000:]
-    assert _finished_lines(first.stdout) == 8
+    assert sweeps.finished_lines(first.stdout) == 8
     assert first.stdout.count(" chosen") == 2  # one line per arm once the stage settled
     chosen, stage_runs = _check_first(tmp_path)
 
-    more = _sweep(tmp_path, str(space), "--name", "tuned", "--seeds", "0,1")
+    more = sweeps.sweep(tmp_path, str(space), "--name", "tuned", "--seeds", "0,1")
     assert more.returncode == 0, more.stderr[-3000:]
-    assert _finished_lines(more.stdout) == 2  # the two arms' seed 1, nothing of the stage
-    parents, trials, client = _trials(tmp_path, "tuned")
+    assert sweeps.finished_lines(more.stdout) == 2  # the two arms' seed 1, nothing of the stage
+    parents, trials, client = sweeps.trials(tmp_path, "tuned")
     assert len(parents) == 1 and len(trials) == 10
-    _check_record(trials, client)
+    sweeps.check_record(trials, client)
     stage, final = _stage_and_final(trials)
     assert {r.data.tags[Tag.TRIAL_KEY]: r.info.run_id for r in stage} == stage_runs
     cells = {(r.data.tags[Tag.ARM], r.data.tags[Tag.SEED]): r for r in final}
@@ -98,16 +98,16 @@ def test_a_tuned_sweep_records_points_choice_and_seeds_extends_and_refuses_a_new
         assert float(run.data.params["train.lr"]) == chosen[arm]
 
     plans = len(client.list_artifacts(parents[0].info.run_id, PLANS_FOLDER))
-    before = (len(trials), len(_tune_dirs(tmp_path, "tuned")), plans)
+    before = (len(trials), len(sweeps.tune_dirs(tmp_path, "tuned")), plans)
     space.write_text(TUNED.replace("points: 3", "points: 4"))
-    changed = _sweep(tmp_path, str(space), "--name", "tuned", "--seeds", "0,1")
+    changed = sweeps.sweep(tmp_path, str(space), "--name", "tuned", "--seeds", "0,1")
     assert changed.returncode == 2 and "Traceback" not in changed.stderr
     assert len(changed.stderr.strip().splitlines()) == 1
     assert "learning-rate stage differs" in changed.stderr
     assert "[0.001, 0.00316228, 0.01]" in changed.stderr and "--restart" in changed.stderr
-    parents, trials, client = _trials(tmp_path, "tuned")
+    parents, trials, client = sweeps.trials(tmp_path, "tuned")
     plans = len(client.list_artifacts(parents[0].info.run_id, PLANS_FOLDER))
-    assert (len(trials), len(_tune_dirs(tmp_path, "tuned")), plans) == before
+    assert (len(trials), len(sweeps.tune_dirs(tmp_path, "tuned")), plans) == before
 
 
 @pytest.mark.parametrize(
@@ -125,7 +125,7 @@ def test_a_bad_tune_block_exits_2_before_anything_is_written(
     """Fewer than 3 points, a non-positive bound, a field no arm's trial reads, an unknown key:
     one line, exit status 2, no MLflow store and no Tune state."""
     (tmp_path / "bad.yaml").write_text(BASE + ARMS + f"tune: {tune}\n")
-    proc = _sweep(tmp_path, str(tmp_path / "bad.yaml"))
+    proc = sweeps.sweep(tmp_path, str(tmp_path / "bad.yaml"))
     assert proc.returncode == 2 and match in proc.stderr, proc.stderr[-2000:]
     assert len(proc.stderr.strip().splitlines()) == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.yaml"]
@@ -137,10 +137,10 @@ def test_a_time_budget_spent_in_the_stage_leaves_the_seeds_not_started(tmp_path:
     as not started, the parent is KILLED and the exit status says the budget ran out (75)."""
     space = tmp_path / "tuned.yaml"
     space.write_text(TUNED)
-    proc = _sweep(tmp_path, str(space), "--name", "tuned", "--time-budget", "0.00001")
+    proc = sweeps.sweep(tmp_path, str(space), "--name", "tuned", "--time-budget", "0.00001")
     assert proc.returncode == 75, proc.stderr[-3000:]
     assert "8 not started" in proc.stdout and " chosen" not in proc.stdout
-    parents, trials, client = _trials(tmp_path, "tuned")
+    parents, trials, client = sweeps.trials(tmp_path, "tuned")
     assert len(parents) == 1 and parents[0].info.status == "KILLED" and not trials
     state = _artifact(client, parents[0].info.run_id, tmp_path)
     assert {arm: entry["chosen"] for arm, entry in state["arms"].items()} == {

@@ -9,7 +9,7 @@ import pytest
 
 from nas.cli import main
 from nas.memory_check import parse_size
-from tests.nas.test_sweep import _runs, _sweep
+from tests.nas import sweeps
 
 
 @pytest.mark.parametrize(
@@ -54,16 +54,16 @@ def test_a_sweep_that_does_not_fit_is_refused_then_runs_with_the_advice(tmp_path
     """The smoke grid on a CPU with 2 MB per device: refused before launch (exit 2, one line
     naming the arm, its estimate and the cheapest --set; nothing written); the same command with
     that --set plans, runs and records every cell."""
-    proc = _sweep(tmp_path, "smoke", "--device-memory", "2MB")
+    proc = sweeps.sweep(tmp_path, "smoke", "--device-memory", "2MB")
     assert proc.returncode == 2, proc.stderr
     line = proc.stderr.strip()
     assert len(line.splitlines()) == 1 and "arm standard needs about" in line
     assert "more than 1.91 MiB" in line and "--set train.micro_batch=2" in line
     assert list(tmp_path.iterdir()) == []
     advice = line.split("fits: ")[1].split(" (")[0].split()
-    proc = _sweep(tmp_path, "smoke", "--device-memory", "2MB", *advice)
+    proc = sweeps.sweep(tmp_path, "smoke", "--device-memory", "2MB", *advice)
     assert proc.returncode == 0, proc.stderr
-    runs, _ = _runs(tmp_path, "smoke")
+    runs, _ = sweeps.runs(tmp_path, "smoke")
     children = [r for r in runs if r.data.tags.get("mlflow.parentRunId")]
     assert len(children) == 2
     assert {r.data.params["train.micro_batch"] for r in children} == {"2"}

@@ -10,7 +10,7 @@ import psycopg
 
 from record.schema import Tag
 from tests.cli import run_nas
-from tests.nas.test_campaign import _check_record
+from tests.nas import sweeps
 from tests.postgres import Database
 from tests.proc import SecretWatch
 from tests.ray_cluster import shared_root
@@ -70,7 +70,7 @@ def test_a_sweep_and_its_report_on_postgresql_never_record_the_password(
     trials = [r for r in runs if r.data.tags.get(Tag.ROLE) == "trial"]
     parent = next(r for r in runs if r.data.tags.get(Tag.ROLE) == "sweep")
     assert len(trials) == 2 and all(r.data.tags[Tag.STATUS] == "finished" for r in trials)
-    _check_record(trials, client)
+    sweeps.check_record(trials, client)
     assert ":***@" in parent.data.tags[Tag.COMMAND]
 
     assert secret not in _store_text(uri)

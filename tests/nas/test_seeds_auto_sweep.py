@@ -8,15 +8,8 @@ from pathlib import Path
 
 from record.schema import SEEDS_FILE, Metric, Tag
 from search_spaces.seed_choice import SeedRule, choose
-from tests.nas.test_campaign import (
-    _check_record,
-    _check_schema,
-    _finished_lines,
-    _trials,
-    _tune_dirs,
-)
+from tests.nas import sweeps
 from tests.nas.test_seeds_campaign import PILOT
-from tests.nas.test_sweep import _sweep
 
 # Sized so the smoke-scale pilot's noise (block minus standard, per seed) asks for more
 # seeds than the pilot's 3 and no more than MAX_SEEDS (measured: sd 0.0023, 4 seeds; 4 or 5
@@ -33,11 +26,11 @@ def test_seeds_auto_runs_the_pilot_then_exactly_the_seeds_its_noise_asks_for(
     seeds it planned, every tag and metric one the schema names; the same command again runs nothing and writes no Tune experiment."""
     space = tmp_path / "pilot.yaml"
     space.write_text(PILOT)
-    first = _sweep(tmp_path, str(space), *ARGS)
+    first = sweeps.sweep(tmp_path, str(space), *ARGS)
     assert first.returncode == 0, first.stderr[-3000:]
-    parents, trials, client = _trials(tmp_path, "auto")
-    _check_record(trials, client)
-    _check_schema(tmp_path, "auto", parents, trials)
+    parents, trials, client = sweeps.trials(tmp_path, "auto")
+    sweeps.check_record(trials, client)
+    sweeps.check_schema(tmp_path, "auto", parents, trials)
     state = json.loads(
         Path(client.download_artifacts(parents[0].info.run_id, SEEDS_FILE, tmp_path)).read_text()
     )
@@ -51,12 +44,12 @@ def test_seeds_auto_runs_the_pilot_then_exactly_the_seeds_its_noise_asks_for(
     assert state["comparisons"]["block"]["sd"] == expected.needs["block"].sd
     assert parents[0].data.tags[Tag.SEEDS_AUTO] == str(expected.seeds)
     assert set(loss) == {(a, s) for a in ("standard", "block") for s in range(expected.seeds)}
-    assert _finished_lines(first.stdout) == 2 * expected.seeds
+    assert sweeps.finished_lines(first.stdout) == 2 * expected.seeds
     assert "--seeds auto: " in first.stdout and "pilot sd" in first.stdout
 
-    tune = len(_tune_dirs(tmp_path, "auto"))
-    again = _sweep(tmp_path, str(space), *ARGS)
+    tune = len(sweeps.tune_dirs(tmp_path, "auto"))
+    again = sweeps.sweep(tmp_path, str(space), *ARGS)
     assert again.returncode == 0, again.stderr[-3000:]
-    assert "nothing to run" in again.stdout and _finished_lines(again.stdout) == 0
-    assert len(_trials(tmp_path, "auto")[1]) == len(trials)
-    assert len(_tune_dirs(tmp_path, "auto")) == tune
+    assert "nothing to run" in again.stdout and sweeps.finished_lines(again.stdout) == 0
+    assert len(sweeps.trials(tmp_path, "auto")[1]) == len(trials)
+    assert len(sweeps.tune_dirs(tmp_path, "auto")) == tune

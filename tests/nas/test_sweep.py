@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.nas import sweeps
 from tests.ray_cluster import shared_env
 from trainers.config_io import build_config
 
@@ -32,49 +33,16 @@ trials: 3
 """
 
 
-def _sweep(tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """``nas sweep ARGS`` on the session's shared Ray cluster, recorded in ``tmp`` (unless
-    ARGS name a store)."""
-    env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true", **shared_env()}
-    storage = [] if "--storage-path" in args else ["--storage-path", str(tmp / "ray")]
-    store = [] if "--tracking-uri" in args else ["--tracking-uri", f"sqlite:///{tmp / 'mlflow.db'}"]
-    return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "nas.cli",
-            "sweep",
-            *args,
-            *store,
-            *storage,
-        ],
-        cwd=tmp,
-        capture_output=True,
-        text=True,
-        timeout=900,
-        env=env,
-    )
-
-
-def _runs(tmp: Path, experiment: str) -> list:
-    from mlflow.tracking import MlflowClient
-
-    client = MlflowClient(tracking_uri=f"sqlite:///{tmp / 'mlflow.db'}")
-    exp = client.get_experiment_by_name(experiment)
-    assert exp is not None
-    return list(client.search_runs([exp.experiment_id], max_results=1000)), client
-
-
 def test_grid_sweep_records_one_child_run_per_cell_and_resumes_without_duplicates(
     tmp_path: Path,
 ) -> None:
     """The smoke grid: a parent run and one nested child per cell, each with the flattened
     config as params, loss and dilution metrics with steps; running the same command again
     re-runs nothing and records nothing twice."""
-    proc = _sweep(tmp_path, "smoke")
+    proc = sweeps.sweep(tmp_path, "smoke")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "sweep smoke: 2 finished, 0 skipped" in proc.stdout
-    runs, client = _runs(tmp_path, "smoke")
+    runs, client = sweeps.runs(tmp_path, "smoke")
     parents = [r for r in runs if r.data.tags.get("nas.role") == "sweep"]
     children = [r for r in runs if r.data.tags.get("nas.role") == "trial"]
     assert len(parents) == 1 and len(children) == 2
@@ -138,10 +106,10 @@ def test_grid_sweep_records_one_child_run_per_cell_and_resumes_without_duplicate
         == (child.data.params["model.residual"])
     )
 
-    again = _sweep(tmp_path, "smoke")
+    again = sweeps.sweep(tmp_path, "smoke")
     assert again.returncode == 0, again.stderr[-3000:]
     assert "all 2 planned trials are settled in the record; nothing to run" in again.stdout
-    runs_after, _ = _runs(tmp_path, "smoke")
+    runs_after, _ = sweeps.runs(tmp_path, "smoke")
     assert len(runs_after) == len(runs)  # no duplicate runs
     history = client.get_metric_history(children[0].info.run_id, "val/loss")
     assert len(history) == len(steps)  # the finished trial was not trained again
@@ -195,9 +163,9 @@ def test_multi_objective_search_reports_infeasible_proposals_at_once(tmp_path: P
     training spent); the others record both objectives; the summary prints the Pareto front."""
     space = tmp_path / "pareto.yaml"
     space.write_text(PARETO_SEARCH)
-    proc = _sweep(tmp_path, str(space), "--name", "pareto")
+    proc = sweeps.sweep(tmp_path, str(space), "--name", "pareto")
     assert proc.returncode == 0, proc.stderr[-3000:]
-    runs, _ = _runs(tmp_path, "pareto")
+    runs, _ = sweeps.runs(tmp_path, "pareto")
     children = [r for r in runs if r.data.tags.get("nas.role") == "trial"]
     points = {(c.data.params["model.n_layers"], c.data.params["model.n_heads"]) for c in children}
     assert len(points) == len(children) <= 6
@@ -229,7 +197,7 @@ def test_multi_objective_search_reports_infeasible_proposals_at_once(tmp_path: P
 
 
 def test_resume_without_a_stored_sweep_exits_2(tmp_path: Path) -> None:
-    proc = _sweep(tmp_path, "smoke", "--resume")
+    proc = sweeps.sweep(tmp_path, "smoke", "--resume")
     assert proc.returncode == 2 and "--resume: no stored sweep" in proc.stderr
     assert not (tmp_path / "mlflow.db").exists()
 
@@ -267,7 +235,7 @@ def test_bad_sweep_input_exits_2_before_anything_is_recorded(
     (tmp_path / "invalid.yaml").write_text(
         "arms: {a: {model.residual: attnres, model.placement: post}}\n"
     )
-    proc = _sweep(tmp_path, *args)
+    proc = sweeps.sweep(tmp_path, *args)
     assert proc.returncode == 2 and match in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == ["invalid.yaml"]
@@ -318,7 +286,7 @@ def test_terminated_sweep_resumes_from_checkpoints_without_duplicates(tmp_path: 
     first = (tmp_path / "first.txt").read_text()
     assert "sweep cut: 2 finished, 1 killed" in first
 
-    runs, client = _runs(tmp_path, "cut")
+    runs, client = sweeps.runs(tmp_path, "cut")
     assert not [r for r in runs if r.info.status == "RUNNING"]
     third = next(r for r in runs if r.data.tags.get("nas.arm", "").endswith("n_layers=3"))
     assert third.info.status == "KILLED" and third.data.tags["nas.status"] == "killed"
@@ -330,7 +298,7 @@ def test_terminated_sweep_resumes_from_checkpoints_without_duplicates(tmp_path: 
     assert "sweep cut: 3 finished, 0 skipped" in again.stdout
     assert again.stdout.count("] finished ") == 1  # only the interrupted trial ran again
     assert "[##############################] 3/3 trials" in again.stdout, again.stdout
-    runs, client = _runs(tmp_path, "cut")
+    runs, client = sweeps.runs(tmp_path, "cut")
     trials = [r for r in runs if r.data.tags.get("nas.role") == "trial"]
     assert len(trials) == 3 and all(r.info.status == "FINISHED" for r in trials)
     steps_after = [m.step for m in client.get_metric_history(third.info.run_id, "val/loss")]
@@ -382,7 +350,7 @@ def test_killed_driver_resumes_without_losing_or_duplicating_runs(tmp_path: Path
     finally:
         _kill_processes_naming(str(ray_tmp))
         shutil.rmtree(ray_tmp, ignore_errors=True)
-    runs, client = _runs(tmp_path, "killed")
+    runs, client = sweeps.runs(tmp_path, "killed")
     trials = [r for r in runs if r.data.tags.get("nas.role") == "trial"]
     parents = [r for r in runs if r.data.tags.get("nas.role") == "sweep"]
     assert len(parents) == 1 and parents[0].info.status == "FINISHED"
@@ -412,9 +380,9 @@ def test_a_trial_on_shards_records_the_manifest_hash(tmp_path: Path) -> None:
         tmp_path, lambda i: f"document {i}: words and more words, {i} times over\n"
     )
     sets = ["data.source=shards", f"data.path={corpus}", f"model.vocab_size={VOCAB}"]
-    proc = _sweep(tmp_path, "smoke", *(a for s in sets for a in ("--set", s)))
+    proc = sweeps.sweep(tmp_path, "smoke", *(a for s in sets for a in ("--set", s)))
     assert proc.returncode == 0, proc.stderr[-3000:]
-    runs, _ = _runs(tmp_path, "smoke")
+    runs, _ = sweeps.runs(tmp_path, "smoke")
     children = [r for r in runs if r.data.tags.get("nas.role") == "trial"]
     assert len(children) == 2
     for child in children:

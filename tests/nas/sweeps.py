@@ -1,0 +1,155 @@
+"""Helpers for the campaign tests: a sweep's runs read back from its store, the invariants any
+sweep's record keeps, what a real sweep wrote against ``record.schema``, and an invocation of
+``nas sweep`` played without Ray (``play``): its plan made and its record opened as the command
+does (``nas.sweep_plan.plan``, ``nas.sweep_open.begin``), then each trial the campaign hands
+Tune written by the trials' own writer (``nas.tracking.TrialRun``), finished at a given loss.
+What a campaign decides (which cells are left, what is refused, what the summary names) is then
+tested on a real MLflow store in a few seconds; what only a trial or Tune writes is not."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from record.schema import GRID_PARAM, RUN_STATUS, Metric, Report, Status, Tag, tune_key
+from tests.ray_cluster import shared_env
+
+STEPS = 20  # the campaign spaces' train.max_steps
+VAL_EVERY = 10  # and their train.val_every
+
+
+def store_uri(tmp: Path) -> str:
+    """The tracking store a test's sweeps share (``sweep``'s, unless told another)."""
+    return f"sqlite:///{tmp / 'mlflow.db'}"
+
+
+def command(tmp: Path, *args: str) -> list[str]:
+    """``nas sweep ARGS`` as argv, recorded in ``tmp`` as the subprocess sweeps are."""
+    return ["sweep", *args, "--tracking-uri", store_uri(tmp), "--storage-path", str(tmp / "ray")]
+
+
+def sweep(tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``nas sweep ARGS`` on the session's shared Ray cluster, recorded in ``tmp`` (unless
+    ARGS name a store)."""
+    env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true", **shared_env()}
+    storage = [] if "--storage-path" in args else ["--storage-path", str(tmp / "ray")]
+    store = [] if "--tracking-uri" in args else ["--tracking-uri", store_uri(tmp)]
+    return subprocess.run(
+        [sys.executable, "-m", "nas.cli", "sweep", *args, *store, *storage],
+        cwd=tmp,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env=env,
+    )
+
+
+def runs(tmp: Path, name: str) -> tuple[list[Any], Any]:
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=store_uri(tmp))
+    exp = client.get_experiment_by_name(name)
+    assert exp is not None
+    return list(client.search_runs([exp.experiment_id], max_results=1000)), client
+
+
+def trials(tmp: Path, name: str) -> tuple[list[Any], list[Any], Any]:
+    """The sweep's parent runs, its trial runs, and the client that read them."""
+    found, client = runs(tmp, name)
+    parents = [r for r in found if r.data.tags.get(Tag.ROLE) == "sweep"]
+    return parents, [r for r in found if r.data.tags.get(Tag.ROLE) == "trial"], client
+
+
+def history(client: Any, run: Any, metric: str) -> list[int]:
+    return [m.step for m in client.get_metric_history(run.info.run_id, metric)]
+
+
+def check_record(trials: list[Any], client: Any) -> None:
+    """The invariants of any record: no run left RUNNING, one run per key and parent, the run
+    status the trial status implies, and no metric step recorded twice."""
+    assert not [r for r in trials if r.info.status == "RUNNING"]
+    keys = [(r.data.tags[Tag.PARENT], r.data.tags[Tag.TRIAL_KEY]) for r in trials]
+    assert len(keys) == len(set(keys))
+    for r in trials:
+        assert r.info.status == RUN_STATUS[Status(r.data.tags[Tag.STATUS])]
+        for metric in (Metric.VAL_LOSS, Metric.TRAIN_LOSS):
+            steps = history(client, r, metric)
+            assert len(steps) == len(set(steps)), (metric, steps)
+
+
+def finished_lines(stdout: str) -> int:
+    return stdout.count("] finished ")
+
+
+def tune_dirs(tmp: Path, name: str) -> list[Path]:
+    return sorted((tmp / "ray" / name).glob("tune-*"))
+
+
+def check_schema(tmp: Path, name: str, parents: list[Any], trials: list[Any]) -> None:
+    """What a real sweep wrote is what record.schema names: every nas tag, every metric apart
+    from the dilution summaries, and every key of every Tune report."""
+    from ray.tune.result import AUTO_RESULT_KEYS
+
+    tags = {v for k, v in vars(Tag).items() if not k.startswith("_")}
+    metrics = {v for k, v in vars(Metric).items() if not k.startswith("_")}
+    for run in [*parents, *trials]:
+        written = {k for k in run.data.tags if k.startswith("nas.")}
+        assert written <= tags, written - tags
+    for run in trials:
+        required = {Tag.TRIAL_KEY, Tag.ARM, Tag.SEED, Tag.STATUS, Tag.CONFIG_HASH, Tag.TRIAL_ID}
+        assert required <= run.data.tags.keys()
+        for metric in run.data.metrics:
+            assert metric in metrics or metric.startswith(Metric.DILUTION_PREFIX), metric
+    reported = {v for k, v in vars(Report).items() if not k.startswith("_")}
+    reported |= {tune_key(m) for m in metrics} | set(AUTO_RESULT_KEYS)
+    reported |= {"done", "trial_id", "experiment_tag", "should_checkpoint", "timesteps_total"}
+    seen = 0
+    for result in (tmp / "ray").glob(f"{name}*/tune-*/*/result.json"):
+        for line in result.read_text().splitlines():
+            keys = set(json.loads(line))
+            extra = {k for k in keys - reported if not k.startswith(tune_key("dilution/"))}
+            assert not extra, extra
+            seen += 1
+        assert GRID_PARAM in json.loads(result.read_text().splitlines()[0])["config"]
+    assert seen
+
+
+def play(tmp: Path, args: list[str], losses: Mapping[tuple[str, int], float]) -> list[Any]:
+    """One invocation of ``nas sweep ARGS`` (a grid) without Ray: the plan and the record as
+    the command makes and opens them (a changed plan raises its refusal), then every trial the
+    campaign hands Tune, finished at its cell's loss in ``losses`` ((arm, seed) -> final
+    validation loss), written as a trial writes it; the parent run closed. Returns the specs
+    of the trials it wrote, in the order the campaign handed them."""
+    from nas.cli import build_parser
+    from nas.sweep_cmd import options
+    from nas.sweep_open import begin
+    from nas.sweep_plan import plan
+    from nas.tracking import close_sweep
+
+    opts = options(build_parser().parse_args(command(tmp, *args)))
+    p, record, recorded = begin(store_uri(tmp), plan(opts), opts)
+    handed = p.campaign.tune_trials(recorded, None, p.name).param_space[GRID_PARAM]
+    specs = [p.campaign.spec_for({GRID_PARAM: key}) for key in handed["grid_search"]]
+    for spec in specs:
+        write_trial(record, spec, losses[spec.arm, spec.seed])
+    close_sweep(record, {}, "FINISHED", p.folder)
+    return specs
+
+
+def write_trial(record: Any, spec: Any, loss: float) -> None:
+    """A finished trial of ``spec`` as ``nas.trial`` records it: its run (params, the arm and
+    seed tags), training and validation losses by step, the final metrics, its outcome."""
+    from nas.tracking import TrialRun
+    from trainers.config import flatten
+
+    tags = {Tag.ARM: spec.arm, Tag.SEED: str(spec.seed)}
+    run = TrialRun(record, spec.key, flatten(spec.config), tags)
+    for step in range(VAL_EVERY, STEPS + 1, VAL_EVERY):
+        run.log_metrics({Metric.TRAIN_LOSS: loss + 0.1, Metric.VAL_LOSS: loss}, step)
+    run.log_metrics({Metric.FINAL_VAL_LOSS: loss, Metric.FINAL_STEPS: float(STEPS)}, STEPS)
+    run.end(Status.FINISHED, "", STEPS)
