@@ -2,7 +2,8 @@
 sweep's record keeps, what a real sweep wrote against ``record.schema``, and an invocation of
 ``nas sweep`` played without Ray (``play``): its plan made and its record opened as the command
 does (``nas.sweep_plan.plan``, ``nas.sweep_open.begin``), then each trial the campaign hands
-Tune written by the trials' own writer (``nas.tracking.TrialRun``), finished at a given loss.
+Tune written by the trials' own writer (``nas.tracking.TrialRun``), finished at a given loss,
+stage after stage as the command runs them (a tuned grid's seeds once its stage is settled).
 What a campaign decides (which cells are left, what is refused, what the summary names) is then
 tested on a real MLflow store in a few seconds; what only a trial or Tune writes is not."""
 
@@ -95,11 +96,8 @@ def check_schema(tmp: Path, name: str, parents: list[Any], trials: list[Any]) ->
     from the dilution summaries, and every key of every Tune report."""
     from ray.tune.result import AUTO_RESULT_KEYS
 
-    tags = {v for k, v in vars(Tag).items() if not k.startswith("_")}
+    check_tags(parents, trials)
     metrics = {v for k, v in vars(Metric).items() if not k.startswith("_")}
-    for run in [*parents, *trials]:
-        written = {k for k in run.data.tags if k.startswith("nas.")}
-        assert written <= tags, written - tags
     for run in trials:
         required = {Tag.TRIAL_KEY, Tag.ARM, Tag.SEED, Tag.STATUS, Tag.CONFIG_HASH, Tag.TRIAL_ID}
         assert required <= run.data.tags.keys()
@@ -119,37 +117,60 @@ def check_schema(tmp: Path, name: str, parents: list[Any], trials: list[Any]) ->
     assert seen
 
 
+def check_tags(parents: list[Any], trials: list[Any]) -> None:
+    """Every nas tag the runs carry is one record.schema names."""
+    tags = {v for k, v in vars(Tag).items() if not k.startswith("_")}
+    for run in [*parents, *trials]:
+        written = {k for k in run.data.tags if k.startswith("nas.")}
+        assert written <= tags, written - tags
+
+
 def play(tmp: Path, args: list[str], losses: Mapping[tuple[str, int], float]) -> list[Any]:
     """One invocation of ``nas sweep ARGS`` (a grid) without Ray: the plan and the record as
     the command makes and opens them (a changed plan raises its refusal), then every trial the
     campaign hands Tune, finished at its cell's loss in ``losses`` ((arm, seed) -> final
-    validation loss), written as a trial writes it; the parent run closed. Returns the specs
-    of the trials it wrote, in the order the campaign handed them."""
+    validation loss; a stage trial's arm names its value), written as a trial writes it; and
+    as ``nas.sweep._fit`` does, once more each time the record lets the campaign plan a later
+    stage (its decisions logged and printed); the parent run closed. Returns the specs of the
+    trials it wrote, in the order the campaign handed them."""
+    from dataclasses import replace
+
     from nas.cli import build_parser
     from nas.sweep_cmd import options
-    from nas.sweep_open import begin
+    from nas.sweep_open import begin, log_progress
     from nas.sweep_plan import plan
-    from nas.tracking import close_sweep
+    from nas.tracking import close_sweep, recorded_trials
 
     opts = options(build_parser().parse_args(command(tmp, *args)))
     p, record, recorded = begin(store_uri(tmp), plan(opts), opts)
-    handed = p.campaign.tune_trials(recorded, None, p.name).param_space[GRID_PARAM]
-    specs = [p.campaign.spec_for({GRID_PARAM: key}) for key in handed["grid_search"]]
-    for spec in specs:
-        write_trial(record, spec, losses[spec.arm, spec.seed])
+    written, campaign = [], None
+    while p.campaign is not campaign:
+        campaign = p.campaign
+        handed = campaign.tune_trials(recorded, None, p.name).param_space[GRID_PARAM]
+        for spec in [campaign.spec_for({GRID_PARAM: key}) for key in handed["grid_search"]]:
+            write_trial(record, spec, losses[spec.arm, spec.seed])
+            written.append(spec)
+        recorded = recorded_trials(record)
+        p = replace(p, campaign=campaign.given(recorded))
+        if p.campaign is not campaign:
+            log_progress(record, p)
     close_sweep(record, {}, "FINISHED", p.folder)
-    return specs
+    return written
 
 
 def write_trial(record: Any, spec: Any, loss: float) -> None:
     """A finished trial of ``spec`` as ``nas.trial`` records it: its run (params, the arm and
-    seed tags), training and validation losses by step, the final metrics, its outcome."""
+    seed tags), training and validation losses by step, the final loss, steps and parameter
+    count, its outcome."""
     from nas.tracking import TrialRun
     from trainers.config import flatten
+    from trainers.memory_plan import param_count
 
     tags = {Tag.ARM: spec.arm, Tag.SEED: str(spec.seed)}
     run = TrialRun(record, spec.key, flatten(spec.config), tags)
     for step in range(VAL_EVERY, STEPS + 1, VAL_EVERY):
         run.log_metrics({Metric.TRAIN_LOSS: loss + 0.1, Metric.VAL_LOSS: loss}, step)
-    run.log_metrics({Metric.FINAL_VAL_LOSS: loss, Metric.FINAL_STEPS: float(STEPS)}, STEPS)
+    params = float(param_count(spec.config.model))  # counted from the config, not a built model
+    final = {Metric.FINAL_VAL_LOSS: loss, Metric.FINAL_STEPS: float(STEPS)}
+    run.log_metrics({**final, Metric.FINAL_PARAMS: params}, STEPS)
     run.end(Status.FINISHED, "", STEPS)

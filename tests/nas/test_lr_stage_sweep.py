@@ -1,7 +1,10 @@
-"""A tuned-learning-rate sweep against the real parts (the session's Ray, an MLflow SQLite store,
-Lightning trials on smoke-sized models): the stage's points, each arm's choice and its seeds in
-the record; a new seed extending it without re-running the stage; a changed learning-rate grid
-and a bad ``tune`` block refused in one line before anything is written."""
+"""A tuned-learning-rate sweep: its campaign on a real MLflow SQLite store without Ray
+(``tests.nas.sweeps.play``: the stage's points, each arm's choice by the losses its stage trials
+finished at, its seeds at it; a new seed extending it without re-running the stage; a changed
+learning-rate grid refused in one line before anything is written), and against the real parts
+(the session's Ray, Lightning trials on smoke-sized models) one invocation training the stage,
+then the seeds at the choice; a bad ``tune`` block refused before anything is written; a time
+budget spent in the stage."""
 
 from __future__ import annotations
 
@@ -17,9 +20,19 @@ from search_spaces.lr_stage import choose
 from tests.nas import sweeps
 from tests.nas.test_campaign import BASE
 
+ONE_ARM = "arms: {standard: {model.residual: standard}}\n"
 ARMS = "arms: {standard: {model.residual: standard}, block: {model.residual: block_attnres}}\n"
-TUNED = BASE + ARMS + "tune: {train.lr: {float: [1e-3, 1e-2], log: true}, points: 3}\n"
+TUNE = "tune: {train.lr: {float: [1e-3, 1e-2], log: true}, points: 3}\n"
+TUNED = BASE + ARMS + TUNE
 VALUES = (0.001, 0.00316228, 0.01)
+# the stage's losses by arm, one per value: standard's lowest in the middle, block's at the top
+STAGE_LOSSES = {"standard": (3.0, 2.5, 2.8), "block": (2.9, 3.1, 2.7)}
+LOSSES = {
+    (f"{arm}/lr={v!r}", 0): loss
+    for arm, ls in STAGE_LOSSES.items()
+    for v, loss in zip(VALUES, ls, strict=True)
+}
+LOSSES |= {(arm, seed): 3.3 for arm in STAGE_LOSSES for seed in (0, 1)}
 
 
 def _stage_and_final(trials: list[Any]) -> tuple[list[Any], list[Any]]:
@@ -32,20 +45,21 @@ def _artifact(client: Any, run_id: str, tmp: Path) -> dict[str, Any]:
     return dict(json.loads(Path(client.download_artifacts(run_id, LR_STAGE_FILE, tmp)).read_text()))
 
 
-def _check_first(tmp: Path) -> tuple[dict[str, float], dict[str, str]]:
-    """Six stage runs (two arms x three values, seed 0), each at its value; one final run per
-    arm at the value with its stage's lowest final loss; the choice, its curve and keys on the
-    parent run (artifact and tag). Returns each arm's choice and the stage's run ids by key."""
+def _check_first(tmp: Path, arms: int = 2) -> tuple[dict[str, float], dict[str, str]]:
+    """Three stage runs per arm (its three values, seed 0), each at its value; one final run
+    per arm at the value with its stage's lowest final loss; the choice, its curve and keys on
+    the parent run (artifact and tag). Returns each arm's choice and the stage's run ids by key."""
     parents, trials, client = sweeps.trials(tmp, "tuned")
-    assert len(parents) == 1 and len(trials) == 8
+    assert len(parents) == 1 and len(trials) == 4 * arms
     sweeps.check_record(trials, client)
     stage, final = _stage_and_final(trials)
-    assert len(stage) == 6
+    assert len(stage) == 3 * arms
     losses: dict[str, dict[float, list[float]]] = {}
     for r in stage:
         arm, _, value = r.data.tags[Tag.ARM].partition("/lr=")
         assert float(r.data.params["train.lr"]) == float(value) and r.data.tags[Tag.SEED] == "0"
         losses.setdefault(arm, {})[float(value)] = [r.data.metrics[Metric.FINAL_VAL_LOSS]]
+    assert len(losses) == arms
     assert {a: sorted(v) for a, v in losses.items()} == {a: list(VALUES) for a in losses}
     chosen = {}
     for arm, by_value in losses.items():
@@ -70,23 +84,31 @@ def _check_first(tmp: Path) -> tuple[dict[str, float], dict[str, str]]:
     return chosen, {r.data.tags[Tag.TRIAL_KEY]: r.info.run_id for r in stage}
 
 
-def test_a_tuned_sweep_records_points_choice_and_seeds_extends_and_refuses_a_new_grid(
-    tmp_path: Path,
+def test_a_tuned_campaign_records_points_choice_and_seeds_extends_and_refuses_a_new_grid(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """The first invocation trains the stage, picks each arm's value, then its seed at it; the
-    same command with a second seed runs only the two new seeds, at the recorded choices (no
-    stage trial runs again); a four-point grid is refused in one line and writes nothing."""
+    """On a real store without Ray (``tests.nas.sweeps.play``): the first invocation hands Tune
+    the stage, then each arm's seed at the value its stage's losses chose (a different one per
+    arm); the same command with a second seed hands Tune only the two new seeds, at the
+    recorded choices (no stage trial again); a four-point grid is refused in one line, exit
+    status 2, before Ray starts, and writes nothing."""
+    import ray
+
+    from nas.cli import main
+
     space = tmp_path / "tuned.yaml"
     space.write_text(TUNED)
-    first = sweeps.sweep(tmp_path, str(space), "--name", "tuned")
-    assert first.returncode == 0, first.stderr[-3000:]
-    assert sweeps.finished_lines(first.stdout) == 8
-    assert first.stdout.count(" chosen") == 2  # one line per arm once the stage settled
+    capsys.readouterr()
+    first = sweeps.play(tmp_path, [str(space), "--name", "tuned"], LOSSES)
+    assert [(s.arm, s.seed) for s in first[6:]] == [("standard", 0), ("block", 0)]
+    assert sorted((s.arm, s.seed) for s in first[:6]) == sorted(k for k in LOSSES if "/" in k[0])
+    assert capsys.readouterr().out.count(" chosen") == 2  # one line per arm once it settled
     chosen, stage_runs = _check_first(tmp_path)
+    assert chosen == {"standard": 0.00316228, "block": 0.01}  # each arm's lowest stage loss
 
-    more = sweeps.sweep(tmp_path, str(space), "--name", "tuned", "--seeds", "0,1")
-    assert more.returncode == 0, more.stderr[-3000:]
-    assert sweeps.finished_lines(more.stdout) == 2  # the two arms' seed 1, nothing of the stage
+    seeds = [str(space), "--name", "tuned", "--seeds", "0,1"]
+    more = sweeps.play(tmp_path, seeds, LOSSES)
+    assert sorted((s.arm, s.seed) for s in more) == [("block", 1), ("standard", 1)]
     parents, trials, client = sweeps.trials(tmp_path, "tuned")
     assert len(parents) == 1 and len(trials) == 10
     sweeps.check_record(trials, client)
@@ -100,14 +122,29 @@ def test_a_tuned_sweep_records_points_choice_and_seeds_extends_and_refuses_a_new
     plans = len(client.list_artifacts(parents[0].info.run_id, PLANS_FOLDER))
     before = (len(trials), len(sweeps.tune_dirs(tmp_path, "tuned")), plans)
     space.write_text(TUNED.replace("points: 3", "points: 4"))
-    changed = sweeps.sweep(tmp_path, str(space), "--name", "tuned", "--seeds", "0,1")
-    assert changed.returncode == 2 and "Traceback" not in changed.stderr
-    assert len(changed.stderr.strip().splitlines()) == 1
-    assert "learning-rate stage differs" in changed.stderr
-    assert "[0.001, 0.00316228, 0.01]" in changed.stderr and "--restart" in changed.stderr
+    capsys.readouterr()
+    assert main(sweeps.command(tmp_path, *seeds)) == 2 and not ray.is_initialized()
+    stderr = capsys.readouterr().err
+    assert "Traceback" not in stderr and len(stderr.strip().splitlines()) == 1
+    assert "learning-rate stage differs" in stderr
+    assert "[0.001, 0.00316228, 0.01]" in stderr and "--restart" in stderr
     parents, trials, client = sweeps.trials(tmp_path, "tuned")
     plans = len(client.list_artifacts(parents[0].info.run_id, PLANS_FOLDER))
     assert (len(trials), len(sweeps.tune_dirs(tmp_path, "tuned")), plans) == before
+
+
+def test_a_tuned_sweep_trains_the_stage_then_the_seeds_in_one_invocation(tmp_path: Path) -> None:
+    """The real command (Ray, Lightning trials), one arm: the stage's three trials in one Tune
+    experiment, then the seed at the chosen value in a second of the same invocation, its
+    choice printed once; the record as the campaign test above checks it."""
+    space = tmp_path / "tuned.yaml"
+    space.write_text(BASE + ONE_ARM + TUNE)
+    first = sweeps.sweep(tmp_path, str(space), "--name", "tuned")
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert sweeps.finished_lines(first.stdout) == 4
+    assert first.stdout.count(" chosen") == 1
+    assert len(sweeps.tune_dirs(tmp_path, "tuned")) == 2
+    _check_first(tmp_path, arms=1)
 
 
 @pytest.mark.parametrize(
