@@ -396,13 +396,14 @@ def depth_weight_heatmaps(
     top1: Mapping[str, np.ndarray] | None = None,
     spread: Mapping[str, np.ndarray] | None = None,
     importance: Mapping[str, np.ndarray] | None = None,
-) -> list[tuple[str, Image]]:
+) -> list[tuple[str, Image, bool]]:
     """Per AttnRes arm (deepest setting), the mean depth-attention weights over its comparable
     trials' seeds (``done``), the pre-attention sites and the pre-MLP sites apart (the paper's
     Figure 8 shape). Site rows are in sublayer order with the output site last. A site that
     collapsed (``trainers.routing``: one source per token through a saturated softmax) in any
     seed is framed in red. Where every seed measured it, each source's causal importance
-    (``source_importance``: the loss change when it is left out) is drawn below, site for site."""
+    (``source_importance``: the loss change when it is left out) is drawn below, site for site;
+    each arm's figure comes with whether it was."""
     done = deepest(done)
     done = done[done["run_id"].isin(list(weights))]
     out = []
@@ -410,15 +411,21 @@ def depth_weight_heatmaps(
         runs = list(g["run_id"])
         collapsed = collapsed_in_any_seed(g, weights, top1 or {}, spread or {})
         panels = [(seed_mean(weights, runs), f"{arm}: depth weight", _linear(0.0, 1.0))]
-        if importance and all(r in importance for r in runs):
+        if importance is not None and measured_by_all(importance, runs):
             mean = seed_mean(importance, runs)
             panels.append((mean, "loss change without the source (nats)", _diverging(mean)))
         fig, axes = _figure(nrows=len(panels), ncols=2, size=(11, 4.2 * len(panels)))
         for row, (values, what, (cmap, norm)) in enumerate(panels):
             _site_panels(axes[row], values, what, cmap, norm, collapsed)
         fig.tight_layout()
-        out.append((str(arm), _image(fig)))
+        out.append((str(arm), _image(fig), len(panels) > 1))
     return out
+
+
+def measured_by_all(arrays: Mapping[str, np.ndarray], runs: Sequence[str]) -> bool:
+    """Whether every one of ``runs`` (at least one) recorded an array in ``arrays``: a mean
+    over seeds is drawn or tabled only then, never over the seeds that happened to measure."""
+    return bool(runs) and all(r in arrays for r in runs)
 
 
 def _linear(low: float, high: float) -> tuple[str, Any]:

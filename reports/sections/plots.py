@@ -61,12 +61,12 @@ def figure_section(data: SweepData) -> Section | None:
         if data.routing_spread
         else ""
     )
-    for i, (arm, image) in enumerate(heatmaps):
+    for i, (arm, image, with_importance) in enumerate(heatmaps):
         measured = (
             " Below: each source's causal importance, the validation loss change on the "
             "diagnostics batch when it is left out of that site (the rest renormalized), mean "
             "over seeds."
-            if _measured(done, arm, data.source_importance)
+            if with_importance
             else ""
         )
         blocks.append(
@@ -82,12 +82,6 @@ def figure_section(data: SweepData) -> Section | None:
     if alarms:
         blocks.append(Paragraph("Routing alarms: " + "; ".join(alarms) + ".", "warning"))
     return Section("Figures", tuple(blocks)) if blocks else None
-
-
-def _measured(done: Any, arm: str, importance: dict[str, Any]) -> bool:
-    """Whether every trial of ``arm`` (deepest setting) measured its sources' importance."""
-    runs = figures.deepest(done).query("arm == @arm")["run_id"]
-    return bool(importance) and all(r in importance for r in runs)
 
 
 def _routing_alarms(done: Any) -> list[str]:

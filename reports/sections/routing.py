@@ -15,7 +15,7 @@ import pandas as pd
 
 from record.schema import Metric
 from reports.document import Paragraph, Section, Table
-from reports.figures import collapsed_in_any_seed, deepest, seed_mean
+from reports.figures import collapsed_in_any_seed, deepest, measured_by_all, seed_mean
 from reports.sections.cells import fmt
 from reports.sweep import SweepData
 from trainers.config import TrainConfig
@@ -154,7 +154,7 @@ def _ranking(arm: str, g: pd.DataFrame, data: SweepData) -> tuple[str, ...] | No
     """Where the seed-mean depth weights and the seed-mean causal importance rank an arm's
     sources differently; None unless every seed measured the importance."""
     runs = list(g["run_id"])
-    if not runs or not all(r in data.source_importance for r in runs):
+    if not measured_by_all(data.source_importance, runs):
         return None
     weight = seed_mean(data.depth_weights, runs)
     importance = seed_mean(data.source_importance, runs)
