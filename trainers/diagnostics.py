@@ -455,9 +455,10 @@ def _source_importance(
     sites: list[int],
 ) -> Array:
     """(rows, sources), a row per site of ``sites`` (the probe's site numbers): the loss with
-    each source left out of each site's softmax mixing (``probe.removing``), minus the loss; NaN where the site has no such source or only one
-    (leaving out its only source leaves nothing to renormalize). depth_entropy is set for a
-    softmax only, and is NaN exactly at the one-source sites."""
+    each source left out of each site's softmax mixing (``probe.removing``), minus the loss;
+    NaN where the site has no such source or only one (leaving out its only source leaves
+    nothing to renormalize). depth_entropy is set for a softmax only, and is NaN exactly at the
+    one-source sites."""
     assert profile.depth_weights is not None and profile.depth_entropy is not None
     present = ~np.isnan(profile.depth_weights) & ~np.isnan(profile.depth_entropy)[:, None]
     out = np.full(profile.depth_weights.shape, np.nan)

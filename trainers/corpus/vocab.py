@@ -79,13 +79,11 @@ def vocab_from_data(cfg: RunConfig, given: Collection[str]) -> RunConfig:
     """``cfg`` with ``model.vocab_size`` the vocabulary its data names, unless ``given`` (the
     dotted keys the user set) holds it; a given one is checked against the data instead.
     Data that names no vocabulary leaves ``cfg`` as it is."""
-    vocab = named_vocab(cfg.data)
-    if vocab is None:
-        return cfg
     if KEY in given:
-        check_fits(cfg.model.vocab_size, cfg.data.source, vocab)
+        check_vocab(cfg)
         return cfg
-    return replace(cfg, model=replace(cfg.model, vocab_size=vocab))
+    vocab = named_vocab(cfg.data)
+    return cfg if vocab is None else replace(cfg, model=replace(cfg.model, vocab_size=vocab))
 
 
 def check_vocab(cfg: RunConfig) -> None:
