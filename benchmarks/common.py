@@ -24,7 +24,7 @@ import torch.nn.functional as F
 from benchmarks.arms import ARMS
 from benchmarks.variant_step_time import step_fn, time_once
 from trainers.config import ModelConfig
-from trainers.model import DeepTransformer
+from trainers.model.transformer import DeepTransformer
 
 Step = Callable[[], None]
 

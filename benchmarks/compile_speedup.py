@@ -34,8 +34,8 @@ import torch
 from benchmarks.common import cli, machine
 from record.errors import first_line
 from trainers.config import ModelConfig
-from trainers.model import DeepTransformer
-from trainers.module import lm_loss
+from trainers.model.transformer import DeepTransformer
+from trainers.training.module import lm_loss
 
 NAME = "compile_speedup"
 REL_TOL = 1e-4

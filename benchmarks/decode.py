@@ -45,8 +45,8 @@ from benchmarks.common import (
     md_table,
     sync,
 )
-from trainers.decoding import generate
-from trainers.model import DeepTransformer
+from trainers.model.decoding import generate
+from trainers.model.transformer import DeepTransformer
 
 NAME = "decode"
 ARMS = ("standard", "attnres", "block_attnres", "hyper", "mhc", "denseformer")

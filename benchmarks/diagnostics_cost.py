@@ -1,5 +1,6 @@
-"""What the dilution diagnostics cost a trial at their default frequency: ``trainers.run.train``
-with the default ``train.diagnostics_every`` against the same run with diagnostics off.
+"""What the dilution diagnostics cost a trial at their default frequency:
+``trainers.training.run.train`` with the default ``train.diagnostics_every`` against the same run
+with diagnostics off.
 
     .venv/bin/python -m benchmarks.diagnostics_cost [--quick] [--out DIR]
 
@@ -25,8 +26,8 @@ from search_spaces.builtin import CORE, SMALL
 from trainers.config import RunConfig, TrainConfig
 from trainers.config_io import from_dict
 from trainers.data import DataSource
-from trainers.datamodule import load_source
-from trainers.run import train
+from trainers.data.module import load_source
+from trainers.training.run import train
 
 NAME = "diagnostics_cost"
 GOAL = 0.05  # extra fraction of trial wall time

@@ -15,7 +15,7 @@
 #   DEVICE=cpu bash benchmarks/gpu_check.sh      # the dry run: prints what a GPU run covers,
 #                                                # then runs the tiny settings on the CPU
 #
-# "Installs what it needs": the benchmarks import torch, Lightning (trainers.device_cost) and
+# "Installs what it needs": the benchmarks import torch, Lightning (trainers.measure.device_cost) and
 # this checkout (trainers/, benchmarks/), so the script takes the first Python that has them:
 # $PYTHON, the machine's python3, then the project's .venv (make setup), with the checkout on
 # PYTHONPATH, and installs nothing. GPU machines are often offline; where none has them on a GPU

@@ -1,4 +1,4 @@
-"""The harness's cost per training step: ``trainers.run.train`` (Lightning, CSV logging, no
+"""The harness's cost per training step: ``trainers.training.run.train`` (Lightning, CSV logging, no
 diagnostics, one validation batch at the end) against a bare PyTorch loop over the same model,
 batches, optimizer, schedule, clipping and precision (float32 on the CPU).
 
@@ -34,10 +34,10 @@ from benchmarks.common import cli, machine
 from trainers.config import RunConfig
 from trainers.config_io import from_dict
 from trainers.data import DataSource
-from trainers.datamodule import LMDataModule, load_source
-from trainers.module import LanguageModelModule, lm_loss
-from trainers.run import train
-from trainers.step_timer import StepTimer
+from trainers.data.module import LMDataModule, load_source
+from trainers.training.module import LanguageModelModule, lm_loss
+from trainers.training.run import train
+from trainers.training.step_timer import StepTimer
 
 NAME = "harness_overhead"
 GOAL = 1.05  # harness / bare, in-step steady state
@@ -157,7 +157,7 @@ def run(quick: bool = False) -> dict[str, Any]:
 def markdown(result: dict[str, Any]) -> str:
     s, m = result["settings"], result["machine"]
     lines = [
-        f"Harness (`trainers.run.train`) vs bare PyTorch loop: n_layers={s['n_layers']} "
+        f"Harness (`trainers.training.run.train`) vs bare PyTorch loop: n_layers={s['n_layers']} "
         f"d_model={s['d_model']} seq_len={s['seq_len']} batch {s['batch']}, {s['steps']} steps "
         f"after {s['warmup']} warm-up, {m['threads']} threads, torch {m['torch']}, median of "
         f"{s['rounds']} rounds; final weights differ by at most {result['max_param_diff']:.1e}.",

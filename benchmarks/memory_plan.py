@@ -1,11 +1,11 @@
-"""The memory plan (``trainers.memory_plan``) against the measured peak of one training step, and
-what activation checkpointing (``train.checkpointing=sublayer``) saves and costs.
+"""The memory plan (``trainers.measure.memory_plan``) against the measured peak of one training
+step, and what activation checkpointing (``train.checkpointing=sublayer``) saves and costs.
 
-One training step as ``trainers.module`` takes it on a CPU in float32: the worker's share in two
-micro-batches (each forward, loss scaled by 1/2, backward; the second holds the first's
-gradients), the gradient norm clipped, an AdamW step. The measured peak is what the step's
-tensors held at once: the parameters and AdamW's two states (alive before the step, counted from
-the tensors) plus the peak of the running sum of the profiler's allocation records during it
+One training step as ``trainers.training.module`` takes it on a CPU in float32: the worker's share
+in two micro-batches (each forward, loss scaled by 1/2, backward; the second holds the first's
+gradients), the gradient norm clipped, an AdamW step. The measured peak is what the step's tensors
+held at once: the parameters and AdamW's two states (alive before the step, counted from the
+tensors) plus the peak of the running sum of the profiler's allocation records during it
 (``benchmarks.common.cpu_peak_bytes``; a CPU keeps no peak counter). A warm-up step first, so
 AdamW's states exist. The error is (estimate - measured) / measured.
 
@@ -15,16 +15,16 @@ peak with checkpointing none and sublayer.
 On a GPU (``--device cuda``: ``benchmarks/gpu_check.sh``) the step is the one a GPU trial takes:
 precision 'auto' (bf16-mixed: the step under ``torch.autocast`` in bfloat16, as Lightning's
 plugin runs ``training_step``), the global batch in micro-batches through
-``trainers.accumulate.accumulate_gradients``, the gradient norm clipped, fused AdamW over
-``trainers.optim_groups``' groups. Per cell (wiring, n_layers, micro-batch, checkpointing): the
-plan's estimate against the measured peak (``torch.cuda.max_memory_allocated`` over one step,
-above what was allocated before the model was built), the step time (median of interleaved
-rounds, CUDA synchronized), tokens/s, MFU (``trainers.flops`` model FLOPs, no recompute, over
-``trainers.device_cost.device_peak``), and the step time against standard's and against the
+``trainers.training.accumulate.accumulate_gradients``, the gradient norm clipped, fused AdamW over
+``trainers.model.optim_groups``' groups. Per cell (wiring, n_layers, micro-batch, checkpointing):
+the plan's estimate against the measured peak (``torch.cuda.max_memory_allocated`` over one step,
+above what was allocated before the model was built), the step time (median of interleaved rounds,
+CUDA synchronized), tokens/s, MFU (``trainers.flops`` model FLOPs, no recompute, over
+``trainers.measure.device_cost.device_peak``), and the step time against standard's and against the
 same wiring without checkpointing, in the same rounds. The budget trims rounds, then skips the
-shallower depth's and the larger micro-batch's cells; the Markdown says which. ``--quick`` on a
-CPU also runs that step at tiny sizes (bf16 autocast on the CPU, the profiler's peak): the GPU
-check's dry run exercises the GPU path with it.
+shallower depth's and the larger micro-batch's cells; the Markdown says which. ``--quick`` on a CPU
+also runs that step at tiny sizes (bf16 autocast on the CPU, the profiler's peak): the GPU check's
+dry run exercises the GPU path with it.
 
     .venv/bin/python -m benchmarks.memory_plan [--quick] [--device cuda] [--out DIR] [--budget-s S]
 """
@@ -52,15 +52,15 @@ from benchmarks.common import (
     sync,
     trimmed_caption,
 )
-from trainers.accumulate import accumulate_gradients
-from trainers.checkpointing import enable_checkpointing
 from trainers.config import Checkpointing, RunConfig, TrainConfig
-from trainers.device_cost import device_peak
 from trainers.flops import flops_per_token
-from trainers.loss import lm_loss
-from trainers.memory_plan import gib, memory_plan
-from trainers.model import DeepTransformer
-from trainers.optim_groups import optimizer_groups
+from trainers.measure.device_cost import device_peak
+from trainers.measure.memory_plan import gib, memory_plan
+from trainers.model.checkpointing import enable_checkpointing
+from trainers.model.loss import lm_loss
+from trainers.model.optim_groups import optimizer_groups
+from trainers.model.transformer import DeepTransformer
+from trainers.training.accumulate import accumulate_gradients
 
 NAME = "memory_plan"
 ARMS = ("standard", "attnres", "block_attnres", "mhc", "hyper", "denseformer")
@@ -208,11 +208,11 @@ def device_config(
 
 
 def device_step(cfg: RunConfig, device: str) -> tuple[Callable[[], None], int]:
-    """One optimizer step as ``trainers.module`` takes it under bf16-mixed, ending in a CUDA
-    synchronize, after a warm-up step (AdamW's states, the kernels); and the bytes its
-    parameters and AdamW's states hold. The model is built on the device. The gradients are
-    dropped after each step rather than before the next (the module's order), so that none are
-    held between steps; the step's own peak is the same."""
+    """One optimizer step as ``trainers.training.module`` takes it under bf16-mixed, ending in a
+    CUDA synchronize, after a warm-up step (AdamW's states, the kernels); and the bytes its
+    parameters and AdamW's states hold. The model is built on the device. The gradients are dropped
+    after each step rather than before the next (the module's order), so that none are held between
+    steps; the step's own peak is the same."""
     with torch.device(device):
         model = DeepTransformer(cfg.model).train()
     enable_checkpointing(model, cfg.train.checkpointing)
@@ -440,11 +440,12 @@ def _device_lines(result: dict) -> list[str]:
     where = result.get("cuda") if result["device"].startswith("cuda") else None
     lines = [
         f"One training step as a GPU trial takes it (precision 'auto': bf16-mixed; global batch "
-        f"{s['batch']} in micro-batches through trainers.accumulate, clip, AdamW), "
+        f"{s['batch']} in micro-batches through trainers.training.accumulate, clip, AdamW), "
         f"d_model={d['d_model']}, n_heads={d['n_heads']}, seq_len={d['seq_len']}, vocab "
         f"{d['vocab_size']}, {where or result['device']}: the memory plan's estimate against the "
         f"measured peak, the median step time of {s['rounds']} interleaved rounds, tokens/s, and "
-        f"MFU (trainers.flops model FLOPs, no recompute, over {table['peak_flops'] / 1e12:,.1f} "
+        f"MFU (trainers.flops model FLOPs, no recompute, over "
+        f"{table['peak_flops'] / 1e12:,.1f} "
         f"TFLOP/s, {table['peak_source']}). vs standard: the step time over standard's at the "
         f"same micro-batch and checkpointing; vs none: over the same wiring's without "
         f"checkpointing; both in the same rounds.",

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from benchmarks.arms import select
 from trainers.config_io import from_dict
-from trainers.run import train
+from trainers.training.run import train
 
 
 def main() -> None:

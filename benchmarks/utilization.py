@@ -1,10 +1,10 @@
 """Model FLOPs utilization (MFU) of a training step, by the convention every trial records
-(``trainers.device_cost``): model FLOP/s over the device's peak.
+(``trainers.measure.device_cost``): model FLOP/s over the device's peak.
 
-- Model FLOPs per step: ``trainers.flops.flops_per_token(cfg).total x tokens``, matrix products
-  forward + backward with attention's causal half, the LM head and each arm's own wiring
+- Model FLOPs per step: ``trainers.flops.flops_per_token(cfg).total x tokens``, matrix
+  products forward + backward with attention's causal half, the LM head and each arm's own wiring
   (AttnRes mixing, HC/mHC stream products) counted as the work it is.
-- Peak: ``trainers.device_cost.device_peak``, as in a trial: a GPU's dense datasheet peak in
+- Peak: ``trainers.measure.device_cost.device_peak``, as in a trial: a GPU's dense datasheet peak in
   the step's dtype (bf16 on CUDA), or a timed fp32 matmul at this process's thread count on a CPU
   (measured once, before the steps).
 - Steps are timed in interleaved rounds; utilization is model FLOPs over the median step time,
@@ -22,8 +22,8 @@ from typing import Any
 
 from benchmarks.common import Deadline, cli, config, interleaved, machine, train_step
 from trainers.config import ModelConfig
-from trainers.device_cost import device_peak
 from trainers.flops import flops_per_token
+from trainers.measure.device_cost import device_peak
 
 NAME = "utilization"
 ARMS = ("standard", "attnres", "block_attnres", "hyper", "mhc")

@@ -10,8 +10,8 @@ is the median over rounds of each variant's step time divided by standard's in t
 ``--switches`` adds the AttnRes design switches of the paper's Table 4 and Delta AttnRes
 (``SWITCH_ARMS``). Raw keys, a window and sigmoid gates run on the buffered two-phase path like
 the paper's design; the input-dependent query, scalar logits, heads and Delta AttnRes move AttnRes
-onto the plain one (``trainers/residual/depth_mixing.py``; ``DepthMixer.buffered`` is the rule),
-so their ratios are mostly the plain path's cost. The input-dependent query would break the
+onto the plain one (``trainers/residual/attnres/depth_mixing.py``; ``DepthMixer.buffered`` is the
+rule), so their ratios are mostly the plain path's cost. The input-dependent query would break the
 two-phase batching in any implementation (the paper's reason for not adopting it).
 """
 
@@ -30,7 +30,7 @@ import torch.nn.functional as F
 
 from benchmarks.arms import select
 from trainers.config import ModelConfig
-from trainers.model import DeepTransformer
+from trainers.model.transformer import DeepTransformer
 
 SWITCH_ARMS: dict[str, dict[str, Any]] = {
     "attnres/key_norm=none": {"residual": "attnres", "attnres_key_norm": "none"},

@@ -1,5 +1,5 @@
 """``nas coordcheck``: does a configuration's parametrization keep every module class's update
-the same size across widths and depths? The measurement is ``trainers.coordcheck``'s; this
+the same size across widths and depths? The measurement is ``trainers.measure.coordcheck``'s; this
 module parses the command, validates every size before anything is written, writes the tables
 and the figure, and prints the verdict (exit 1 when it fails).
 """
@@ -12,8 +12,8 @@ import datetime as dt
 from pathlib import Path
 from typing import Any
 
-# CPU-sized defaults (seconds on two cores: widths 32-256 at depth 2, depths 2-32 at width 32); the model
-# is the configuration's, with a short context unless --set says otherwise.
+# CPU-sized defaults (seconds on two cores: widths 32-256 at depth 2, depths 2-32 at width 32); the
+# model is the configuration's, with a short context unless --set says otherwise.
 WIDTHS = (32, 64, 128, 256)
 DEPTHS = (2, 4, 8, 16, 32)
 DEFAULTS = ("model.d_model=32", "model.n_layers=2", "model.seq_len=32")
@@ -97,7 +97,7 @@ def _based(model: Any, axis: str, sizes: tuple[int, ...], given: dict[str, Any])
 def _checks(args: argparse.Namespace) -> list[Any]:
     """The coord checks asked for, every size's configuration validated (ValueError: exit 2)."""
     from trainers.config_io import build_config, parse_overrides
-    from trainers.coordcheck import CoordCheck
+    from trainers.measure.coordcheck import CoordCheck
 
     cfg = build_config(args.config, [*DEFAULTS, *args.overrides])
     given = parse_overrides(args.overrides).get("model", {})
@@ -133,7 +133,7 @@ def run_coordcheck(args: argparse.Namespace) -> int:
         raise ValueError(f"--out {out}: folder exists and is not empty; choose a new one")
     import torch
 
-    from trainers import coordcheck as cc
+    from trainers.measure import coordcheck as cc
 
     torch.set_num_threads(1)  # small matrices: one thread measured faster than two
     out.mkdir(parents=True, exist_ok=True)

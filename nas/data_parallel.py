@@ -1,6 +1,6 @@
 """One configuration trained data-parallel over N Ray Train workers (N GPUs, or N CPU processes
-talking gloo): ``trainers.run.train`` in every worker under Lightning's DDP strategy for Ray,
-each worker taking an equal share of every step's global batch (``train.batch_size``).
+talking gloo): ``trainers.training.run.train`` in every worker under Lightning's DDP strategy for
+Ray, each worker taking an equal share of every step's global batch (``train.batch_size``).
 
 The workers' averaged gradients are the gradient of the global batch: the run trains what one
 process would on the same batch, up to the order of float sums (``tests/nas/test_data_parallel``
@@ -14,8 +14,8 @@ caller starts it again from the newest checkpoint, as a sweep's trial does throu
 (``nas.trial``), so that one mechanism, the same as a single-device trial's, resumes both.
 
 With ``Workers(strategy="fsdp")`` the model is sharded instead of replicated (FSDP2, each
-Transformer block one unit: ``trainers.sharding``, ``nas.fsdp_strategy``), for a model larger
-than one device's memory: the same math, record and checkpoints (gathered whole by rank 0).
+Transformer block one unit: ``trainers.training.sharding``, ``nas.fsdp_strategy``), for a model
+larger than one device's memory: the same math, record and checkpoints (gathered whole by rank 0).
 
 In a sweep (``nas sweep --workers-per-trial N``) the fit is tied to its trial (``TrialLink``):
 rank 0 writes the MLflow run the trial process opened and will end, the checkpoints carry the
@@ -36,7 +36,7 @@ from nas.tracking import SweepRecord, TrialRun
 from trainers.config import RunConfig, micro_steps
 
 if TYPE_CHECKING:  # torch: not for the driver, which imports this for the plan's checks
-    from trainers.run import TrainResult
+    from trainers.training.run import TrainResult
 
 RESULT_NAME = "train-result.pkl"  # rank 0's TrainResult, in the run's one reported checkpoint
 
@@ -163,7 +163,7 @@ def _worker(config: dict[str, Any]) -> None:
     from ray.train.lightning import RayLightningEnvironment
 
     from nas.lightning_hooks import TrainReporter, TrialLogger
-    from trainers.run import train
+    from trainers.training.run import train
 
     link: TrialLink | None = config["link"]
     rank = ray.train.get_context().get_world_rank()

@@ -20,7 +20,10 @@ from typing import Any
 
 from nas.checkpoints import CKPT_NAME
 
-MODEL_NAME, CONFIG_NAME = "model.pt", "config.yaml"  # what nas train writes (trainers.outputs)
+MODEL_NAME, CONFIG_NAME = (
+    "model.pt",
+    "config.yaml",
+)  # what nas train writes (trainers.training.outputs)
 RUN_ID = re.compile(r"[0-9a-f]{32}")  # MLflow's run ids
 
 
@@ -59,7 +62,7 @@ def run_generate(args: argparse.Namespace) -> int:
     target = _trial_path(args.trial, args.tracking_uri)
     cfg, weights = load_trial(target)
     from trainers.corpus.codec import codec_of
-    from trainers.decoding import check_length
+    from trainers.model.decoding import check_length
 
     try:
         codec = codec_of(cfg.data)
@@ -88,8 +91,8 @@ def _continue(cfg: Any, weights: dict[str, Any], prompt: list[int], args: Any) -
     """The prompt's ids and the ``args.tokens`` sampled after them."""
     import torch
 
-    from trainers.decoding import generate
-    from trainers.model import DeepTransformer
+    from trainers.model.decoding import generate
+    from trainers.model.transformer import DeepTransformer
 
     device = torch.device(args.device)
     model = DeepTransformer(cfg.model)
@@ -182,8 +185,8 @@ def _load(path: Path) -> Any:
 
 
 def _from_lightning(path: Path, ckpt: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
-    """A Lightning checkpoint of ``trainers.module.LanguageModelModule``: the configuration its
-    hyperparameters record (dotted names), the model's weights under ``model.``."""
+    """A Lightning checkpoint of ``trainers.training.module.LanguageModelModule``: the configuration
+    its hyperparameters record (dotted names), the model's weights under ``model.``."""
     from trainers.config_io import from_dict, nest
 
     try:

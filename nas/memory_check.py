@@ -1,5 +1,6 @@
 """``--device-memory``: reading the size, finding a GPU's own when none is given, and holding a
-sweep's cells to it (``trainers.memory_plan``, ``trainers.memory_fit``) before anything launches.
+sweep's cells to it (``trainers.measure.memory_plan``, ``trainers.measure.memory_fit``) before
+anything launches.
 
 A CPU-only driver without the flag plans nothing: a CPU trial's memory is the machine's, which
 swaps rather than failing at a fixed size, and the default path stays as fast as it was."""
@@ -14,8 +15,8 @@ from pathlib import Path
 
 from nas.spec import TrialSpec
 from trainers.config import RunConfig
-from trainers.memory_fit import Fit, cheapest_fit
-from trainers.memory_plan import MemoryPlan, gib, memory_plan
+from trainers.measure.memory_fit import Fit, cheapest_fit
+from trainers.measure.memory_plan import MemoryPlan, gib, memory_plan
 
 UNITS = {
     "": 1,

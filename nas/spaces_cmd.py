@@ -13,7 +13,8 @@ def add_spaces_parser(sub: Any) -> None:
         description="Without a name: every built-in space in one line. With a name or a YAML "
         "file: its arms, parameters, seeds, the number of valid and skipped cells, the "
         "AttnRes blocks (N, and the sublayers in each) of each AttnRes configuration, and "
-        "each cell's memory plan per device (trainers/memory_plan.py; 'auto' precision as on "
+        "each cell's memory plan per device (trainers/measure/memory_plan.py; 'auto' precision "
+        "as on "
         "a GPU).",
     )
     p.add_argument("space", nargs="?", help="a built-in space name or a space YAML file")
@@ -61,7 +62,7 @@ def _memory(campaign: Any, base: Any, device: int | None) -> None:
     """Each cell's (arm's) memory plan on one device, and with ``device`` whether it fits;
     a search's base configuration stands for its sampled ones."""
     from nas.memory_check import Target, cells, plan_line, verdict
-    from trainers.memory_plan import memory_plan
+    from trainers.measure.memory_plan import memory_plan
 
     print("  memory per device (1 worker; 'auto' precision as on a GPU):")
     for arm, cfg in cells(campaign.specs, base).items():

@@ -7,7 +7,7 @@ from typing import Any
 
 from nas.exits import exit_statuses
 from search_spaces.seed_choice import DEFAULT_MAX_SEEDS, SeedRule
-from trainers.power import DEFAULT_EFFECT
+from stats.power import DEFAULT_EFFECT
 
 
 def add_sweep_parser(sub: Any) -> None:
@@ -134,14 +134,15 @@ def add_sweep_parser(sub: Any) -> None:
         type=float,
         metavar="FLOP/S",
         help="the peak each trial's MFU is measured against, e.g. 989.5e12 (default: the "
-        "GPU's dense bf16 or fp32 datasheet peak from trainers/device_cost.py, or a timed "
+        "GPU's dense bf16 or fp32 datasheet peak from trainers/measure/device_cost.py, or a timed "
         "matmul on a CPU or an unlisted GPU); recorded per trial, not part of the plan",
     )
     p.add_argument(
         "--device-memory",
         metavar="SIZE",
         help="memory of one device, e.g. 80GiB, 24GB, 512MiB or bytes: a sweep any of whose "
-        "cells' memory plan (trainers/memory_plan.py: parameters, gradients, AdamW state, one "
+        "cells' memory plan (trainers/measure/memory_plan.py: parameters, gradients, AdamW "
+        "state, one "
         "micro-batch's activations) exceeds it is refused before anything launches, with the "
         "cheapest --set that fits (default: the GPU's own memory on a driver with GPUs; on a "
         "CPU-only driver, no check)",

@@ -34,7 +34,7 @@ from nas.tracking import SweepRecord, log_sweep_text, sweep_text
 from record.schema import COORDCHECK_FOLDER, COORDCHECK_INDEX
 from trainers.config import ModelConfig, TrainConfig
 from trainers.identity import unread_fields
-from trainers.parametrization import DEPTH_PARAMETRIZATIONS
+from trainers.model.parametrization import DEPTH_PARAMETRIZATIONS
 
 # The sizes checked: the smallest times these, the command's three smallest sizes on each axis
 # (widths 32-128, depths 2-8; its defaults span 8x and 16x). Over this 4x span, one seed's
@@ -181,8 +181,8 @@ def _run(record: SweepRecord, train: TrainConfig, planned: Planned) -> dict[str,
     if planned.model is None:
         print(f"coord check {planned.name}: not run ({entry['error']})")
         return entry
-    from trainers import coordcheck as cc
-    from trainers import coordcheck_table as table
+    from trainers.measure import coordcheck as cc
+    from trainers.measure import coordcheck_table as table
 
     check = cc.CoordCheck(
         model=planned.model,
@@ -208,7 +208,7 @@ def _measured(check: Any) -> list[Any]:
     thread count and random state as they were."""
     import torch
 
-    from trainers import coordcheck as cc
+    from trainers.measure import coordcheck as cc
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)

@@ -365,7 +365,7 @@ def _delete_tag(client: RetryingClient, run_id: str, key: str) -> None:
 def _outcome_note(client: Any, run_id: str, status: Status) -> str:
     """The run's description once it ended: its status and final validation loss (the latest
     validation's where the trial could not log its final one), and for a finished trial the
-    reason it carries all the same (a routing alarm: ``trainers.routing``)."""
+    reason it carries all the same (a routing alarm: ``stats.routing``)."""
     data = client.get_run(run_id).data
     loss = data.metrics.get(Metric.FINAL_VAL_LOSS, data.metrics.get(Metric.VAL_LOSS))
     note = trial_note(data.tags.get(Tag.ARM, ""), data.tags.get(Tag.SEED, ""), status.value, loss)

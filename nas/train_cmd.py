@@ -118,12 +118,12 @@ def run_train(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else _default_out(cfg)
     if out.exists() and any(out.iterdir()):
         raise ValueError(f"--out {out}: folder exists and is not empty; choose a new one")
-    from trainers.datamodule import load_source
+    from trainers.data.module import load_source
 
     source = load_source(cfg.data, cfg.model)  # every data error surfaces before any write
     _quiet_lightning()
-    from trainers.outputs import save_run
-    from trainers.run import train
+    from trainers.training.outputs import save_run
+    from trainers.training.run import train
 
     m = cfg.model
     print(
@@ -169,7 +169,7 @@ def _print_cost(result: Any) -> None:
 def _print_dilution(summaries: dict[str, float], out: Path, which: str) -> None:
     if not summaries:
         return
-    print(f"dilution, {which} (trainers/diagnostics.py defines each):")
+    print(f"dilution, {which} (trainers/measure/diagnostics.py defines each):")
     for key, value in summaries.items():
         print(f"  {key:<32} {value:.4g}")
     figures = sorted((out / "dilution").glob("*.png"))

@@ -45,7 +45,8 @@ class SweepContext:
     resume_from: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     trial_timeout_s: float | None = None
     # --peak-flops: the FLOP/s a trial's MFU is measured against instead of its device's peak
-    # (trainers.device_cost); a fact about the machine, not the configuration: no hash has it
+    # (trainers.measure.device_cost); a fact about the machine, not the configuration: no hash has
+    # it
     peak_flops: float | None = None
     deadline: float | None = None  # time.time() after which no trial starts (--time-budget)
     folder: str | None = None  # the sweep's storage folder: the trials' metric journals
@@ -191,8 +192,8 @@ def _objectives(status: Status, result: Any, ctx: SweepContext) -> dict[str, flo
 def _cost_tags(cfg: RunConfig, peak_flops: float | None) -> dict[str, str]:
     """Where the trial's MFU peak comes from and what its device-hours count, known before it
     trains (a CPU's peak is measured here, once per worker; ``train`` reuses the figure)."""
-    from trainers.device_cost import DEVICE_UNITS, CostMeter
-    from trainers.run import resolve_precision
+    from trainers.measure.device_cost import DEVICE_UNITS, CostMeter
+    from trainers.training.run import resolve_precision
 
     t = cfg.train
     meter = CostMeter(t.accelerator, resolve_precision(t), peak_flops)
@@ -200,7 +201,7 @@ def _cost_tags(cfg: RunConfig, peak_flops: float | None) -> dict[str, str]:
 
 
 def _cost_metrics(cost: Any, trial_s: float) -> dict[str, float]:
-    """A ``trainers.device_cost.Cost`` as final metrics; device-hours over the whole trial
+    """A ``trainers.measure.device_cost.Cost`` as final metrics; device-hours over the whole trial
     function, which holds its devices for that long. NVML's only where it was read."""
     metrics = {
         Metric.FINAL_PEAK_MEM_MB: cost.peak_mem_mb,
@@ -263,7 +264,7 @@ def _fit(spec: TrialSpec, out: Path, run: TrialRun, ctx: SweepContext) -> Any:
     from ray import tune
 
     from nas.lightning_hooks import TrialLogger, TuneReporter
-    from trainers.run import train
+    from trainers.training.run import train
 
     if ctx.workers is not None:
         return _fit_data_parallel(spec, out, run, ctx, ctx.workers)

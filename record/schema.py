@@ -1,11 +1,11 @@
 """The trial record's schema: every Tune report key, MLflow tag and metric that a sweep writes and
 that the live view, the summary and the report read, and the statuses a trial can end in.
 
-Writers (``trainers.module``, which logs the training metrics, ``nas.trial``, ``nas.tracking``,
-``nas.lightning_hooks``) and readers (``nas.live``, ``nas.summary``, ``reports.load``,
-``reports.sections``) name keys through this module only, so a renamed key is renamed
-everywhere; a test checks that what a real sweep writes is exactly what is named here. It lives
-on the ground floor (``record``), below every package that writes or reads the record, and
+Writers (``trainers.training.module``, which logs the training metrics, ``nas.trial``,
+``nas.tracking``, ``nas.lightning_hooks``) and readers (``nas.live``, ``nas.summary``,
+``reports.load``, ``reports.sections``) name keys through this module only, so a renamed key is
+renamed everywhere; a test checks that what a real sweep writes is exactly what is named here. It
+lives on the ground floor (``record``), below every package that writes or reads the record, and
 imports nothing heavy: the trainer, the driver, the CLI and the report all load it.
 """
 
@@ -71,8 +71,8 @@ class Tag:
     CONFIG_HASH = "nas.config_hash"
     NODE = "nas.node"
     HARDWARE = "nas.hardware"
-    # trainers.device_cost: where final/peak_flops came from (a table row, a measured matmul,
-    # or --peak-flops), and what final/device_hours counts ("GPU" or "CPU core")
+    # trainers.measure.device_cost: where final/peak_flops came from (a table row, a measured
+    # matmul, or --peak-flops), and what final/device_hours counts ("GPU" or "CPU core")
     PEAK_FLOPS_SOURCE = "nas.peak_flops_source"
     DEVICE_UNIT = "nas.device_unit"
     # Where a trial ran (set by nas.trial): the torch device Lightning trained on (cpu,
@@ -122,7 +122,7 @@ class Metric:
     FINAL_STEP_S = "final/step_s"
     FINAL_TRIAL_S = "final/trial_s"
     FINAL_TOKENS_PER_S = "final/tokens_per_s"
-    # greedy decoding at batch 1 with the KV cache after training (trainers.decode_cost)
+    # greedy decoding at batch 1 with the KV cache after training (trainers.measure.decode_cost)
     FINAL_DECODE_TOKENS_PER_S = "final/decode_tokens_per_s"
     FINAL_PREFILL_TOKENS_PER_S = "final/prefill_tokens_per_s"
     FINAL_KV_BYTES_PER_TOKEN = "final/kv_bytes_per_token"
@@ -131,15 +131,15 @@ class Metric:
     # the steps the last attempt trained (fewer than final/steps when resumed): what step_s,
     # tokens_per_s and mfu are measured over
     FINAL_TIMED_STEPS = "final/timed_steps"
-    # trainers.flops: training FLOPs per token (forward + backward, the wiring's included), and
-    # times the tokens of the steps actually trained
+    # trainers.flops: training FLOPs per token (forward + backward, the wiring's included),
+    # and times the tokens of the steps actually trained
     FINAL_FLOPS_PER_TOKEN = "final/flops_per_token"
     FINAL_TRAIN_FLOPS = "final/train_flops"
-    # trainers.device_cost: what the trial cost. Peak memory in MB of 2**20 bytes (GPU: torch's
-    # allocated peak; CPU: the process's peak resident set during the fit); MFU = FLOPs per
-    # token x tokens trained per second of the fit / the device's peak FLOP/s; device-hours =
-    # the trial's time x its devices (GPU-hours, or CPU core-hours); mean NVML utilisation (%)
-    # and power (W) only where a GPU and nvidia-ml-py are
+    # trainers.measure.device_cost: what the trial cost. Peak memory in MB of 2**20 bytes (GPU:
+    # torch's allocated peak; CPU: the process's peak resident set during the fit); MFU = FLOPs per
+    # token x tokens trained per second of the fit / the device's peak FLOP/s; device-hours = the
+    # trial's time x its devices (GPU-hours, or CPU core-hours); mean NVML utilisation (%) and power
+    # (W) only where a GPU and nvidia-ml-py are
     FINAL_PEAK_MEM_MB = "final/peak_mem_mb"
     FINAL_MFU = "final/mfu"
     FINAL_PEAK_FLOPS = "final/peak_flops"
@@ -147,15 +147,15 @@ class Metric:
     FINAL_GPU_UTIL = "final/gpu_util"
     FINAL_GPU_POWER_W = "final/gpu_power_w"
     DILUTION_PREFIX = "dilution/"
-    # trainers.diagnostics' routing summaries (docs/diagnostics.md), of each dilution profile:
-    # per-token statistics of the depth-mixing weights, the worst site's (the mean over sites for
-    # ROUTING_ENTROPY), and the wiring's parameters' share of the gradient norm
+    # trainers.measure.diagnostics' routing summaries (docs/diagnostics.md), of each dilution
+    # profile: per-token statistics of the depth-mixing weights, the worst site's (the mean over
+    # sites for ROUTING_ENTROPY), and the wiring's parameters' share of the gradient norm
     ROUTING_ENTROPY = "dilution/routing_entropy"
     ROUTING_ENTROPY_MIN = "dilution/routing_entropy_min"
     ROUTING_TOP1_MAX = "dilution/routing_top1_max"
     ROUTING_SPREAD_MAX = "dilution/routing_spread_max"
     WIRING_GRAD_SHARE = "dilution/wiring_grad_share"
-    # trainers.module.group_record, once per trial under a parametrization other than sp:
+    # trainers.training.module.group_record, once per trial under a parametrization other than sp:
     # optim/<group>/<what>, <what> one of OPTIM_FIELDS (see optim_metric)
     OPTIM_PREFIX = "optim/"
     # parent run
@@ -163,7 +163,7 @@ class Metric:
     SWEEP_BEST_VAL_LOSS = "sweep/best_val_loss"
 
 
-# What a parametrized trial records of each AdamW group (trainers.parametrization.GROUPS): its
+# What a parametrized trial records of each AdamW group (trainers.model.parametrization.GROUPS): its
 # tensors, its elements, and its lr, weight-decay and eps as multiples of the configured ones.
 OPTIM_FIELDS = ("tensors", "params", "lr_mult", "wd_mult", "eps_mult")
 
@@ -244,7 +244,7 @@ SEEDS_FILE = "seeds.json"
 STAGE_POINT_KEY = "nas.stage"
 # A sweep that trains a parametrization other than sp: the coord check of each model it trains
 # (``nas.sweep_coordcheck``), one table per check (``coordcheck/<name>.csv``, the columns of
-# ``trainers.coordcheck_table``) and an index (JSON) saying what each checked
+# ``trainers.measure.coordcheck_table``) and an index (JSON) saying what each checked
 COORDCHECK_FOLDER = "coordcheck"
 COORDCHECK_INDEX = f"{COORDCHECK_FOLDER}/checks.json"
 REPORT_FOLDER = "report"  # the written report (nas report)

@@ -15,7 +15,7 @@ from record.schema import BEST_VAL_LOSS, Metric, Status
 from reports.normalize import TrialView, read_axes, read_values, reads, recorded, varied_axes
 from reports.outcomes import counts, diverged
 from reports.published import attnres_switches
-from reports.stats import Comparison, Interval, adjust, compare, mean_ci, verdict
+from stats.compare import Comparison, Interval, adjust, compare, mean_ci, verdict
 from trainers import catalogue
 from trainers.budget import BUDGET_KEYS, DERIVED_KEYS
 from trainers.config import MODEL_DEFAULTS, balanced_partition
@@ -93,8 +93,8 @@ def partitions(trials: pd.DataFrame) -> dict[str, tuple[int, ...]]:
 
 
 # A run's length when it trains to a budget (train.target_flops or train.tokens_per_param):
-# derived from the budget and the wiring's own FLOPs (trainers.budget), so it differs between
-# wirings at one budget and is not part of the context an arm is compared in.
+# derived from the budget and the wiring's own FLOPs (trainers.budget), so it differs
+# between wirings at one budget and is not part of the context an arm is compared in.
 
 
 def context_keys(trials: pd.DataFrame, tuned: tuple[str, ...] = ()) -> list[str]:

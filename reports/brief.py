@@ -12,8 +12,8 @@ from reports.ablation import ArmRow, arm_rows
 from reports.outcomes import describe
 from reports.power import MIN_SEEDS, POWER, comparison_mde
 from reports.sections.cells import fmt, fmt_ci, fmt_diff
-from reports.stats import family_size, first_step_alpha
 from reports.sweep import SweepData
+from stats.compare import family_size, first_step_alpha
 
 MAX_ARMS = 12  # the best arms shown; `nas report` lists them all
 WIDTH = 100  # the notes are wrapped to it

@@ -18,10 +18,10 @@ from record.schema import Metric
 from reports.ablation import DEPTH_KEY, wiring_label
 from reports.normalize import TrialView
 from reports.outcomes import diverged
-from reports.stats import mean_ci
+from stats.compare import mean_ci
+from stats.routing import collapsed_sites
 from trainers.config import TrainConfig
-from trainers.coordcheck_table import Axis, draw
-from trainers.routing import collapsed_sites
+from trainers.measure.coordcheck_table import Axis, draw
 
 if TYPE_CHECKING:
     from reports.lr_transfer import Drift
@@ -365,8 +365,8 @@ def collapsed_in_any_seed(
     top1: Mapping[str, np.ndarray],
     spread: Mapping[str, np.ndarray],
 ) -> Any:
-    """(sites,) bool: the sites that collapsed (``trainers.routing.collapsed_sites``) in at least
-    one of the arm's trials ``g``, each at its own ``train.routing_alarm`` (the default where
+    """(sites,) bool: the sites that collapsed (``stats.routing.collapsed_sites``) in at
+    least one of the arm's trials ``g``, each at its own ``train.routing_alarm`` (the default where
     the record predates the field)."""
     default = TrainConfig().routing_alarm
     out = np.zeros(len(weights[g["run_id"].iloc[0]]), dtype=bool)
@@ -400,10 +400,10 @@ def depth_weight_heatmaps(
     """Per AttnRes arm (deepest setting), the mean depth-attention weights over its comparable
     trials' seeds (``done``), the pre-attention sites and the pre-MLP sites apart (the paper's
     Figure 8 shape). Site rows are in sublayer order with the output site last. A site that
-    collapsed (``trainers.routing``: one source per token through a saturated softmax) in any
-    seed is framed in red. Where every seed measured it, each source's causal importance
-    (``source_importance``: the loss change when it is left out) is drawn below, site for site;
-    each arm's figure comes with whether it was."""
+    collapsed (``stats.routing``: one source per token through a saturated softmax) in
+    any seed is framed in red. Where every seed measured it, each source's causal importance
+    (``source_importance``: the loss change when it is left out) is drawn below, site for site; each
+    arm's figure comes with whether it was."""
     done = deepest(done)
     done = done[done["run_id"].isin(list(weights))]
     out = []
@@ -559,6 +559,6 @@ def iso_flop(curves: dict[tuple[float, str], dict[int, np.ndarray]]) -> Image | 
 
 
 def coordcheck(table: Sequence[Mapping[str, float]], axis: Axis, title: str) -> Image:
-    """A recorded coord check's figure (``trainers.coordcheck_table.draw``: the one drawing
+    """A recorded coord check's figure (``trainers.measure.coordcheck_table.draw``: the one drawing
     ``nas coordcheck`` writes too)."""
     return _image(draw(table, axis, title))

@@ -1,10 +1,11 @@
 """Training compute of a trial: the FLOP count the compute-advantage fits put on their x axis.
 
-The count is the trial's own record, ``final/train_flops``: ``trainers.flops`` (matrix-product
-FLOPs forward and backward, attention's causal sequence term, the head and the residual wiring's
-own products) over the tokens of the steps it trained. Trials recorded before that metric existed
-carry only their configuration and parameter count; for them ``estimated_flops`` gives the earlier
-estimate, Kaplan's 6N plus attention, and the report names the trials it was used for."""
+The count is the trial's own record, ``final/train_flops``: ``trainers.flops``
+(matrix-product FLOPs forward and backward, attention's causal sequence term, the head and the
+residual wiring's own products) over the tokens of the steps it trained. Trials recorded before that
+metric existed carry only their configuration and parameter count; for them ``estimated_flops``
+gives the earlier estimate, Kaplan's 6N plus attention, and the report names the trials it was used
+for."""
 
 from __future__ import annotations
 

@@ -206,7 +206,8 @@ def _trial_row(run: Any) -> dict[str, Any]:
         "version": tags.get(Tag.VERSION),
         "start": _time(run.info.start_time),
         "end": _time(run.info.end_time),
-        # what final/device_hours counts and final/peak_flops came from (trainers.device_cost)
+        # what final/device_hours counts and final/peak_flops came from
+        # (trainers.measure.device_cost)
         "device_unit": tags.get(Tag.DEVICE_UNIT),
         "peak_flops_source": tags.get(Tag.PEAK_FLOPS_SOURCE),
         **{k: _number(v) for k, v in run.data.params.items()},
@@ -267,7 +268,7 @@ def _yaml_artifact(repo: Any, name: str) -> Any:
 def _coordchecks(repo: Any) -> tuple[RecordedCoordCheck, ...]:
     """The coord checks the sweep recorded on its parent run (its artifact ``repo``), each with
     its table; none for a sweep that recorded none."""
-    from trainers.coordcheck_table import from_csv
+    from trainers.measure.coordcheck_table import from_csv
 
     text = _text_artifact(repo, COORDCHECK_INDEX)
     index = json.loads(text) if text else []  # JSON, not YAML: YAML reads 1e-05 as a string

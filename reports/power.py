@@ -1,4 +1,4 @@
-"""The report's side of power: the noisy-arm test, and (re-exported from ``trainers.power``,
+"""The report's side of power: the noisy-arm test, and (re-exported from ``stats.power``,
 their one home, below both ``nas`` and ``reports``) the power of the report's t-tests, the minimum
 detectable effect and the seeds a given effect needs; and both for one of the report's
 comparisons, as its seeds section and ``arms.csv`` give them."""
@@ -8,8 +8,8 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-from reports.stats import Comparison
-from trainers.power import (
+from stats.compare import Comparison
+from stats.power import (
     DEFAULT_EFFECT,
     MIN_SEEDS,
     POWER,
@@ -76,7 +76,7 @@ def noisy_arms(
     seeds); only arms of at least ``MIN_SEEDS`` seeds take part, and at least two must."""
     from scipy import stats as sp
 
-    from reports.stats import holm
+    from stats.compare import holm
 
     kept = {a: (sd, n) for a, (sd, n) in spreads.items() if n >= MIN_SEEDS and math.isfinite(sd)}
     if len(kept) < 2:

@@ -45,7 +45,8 @@ class RecordedCoordCheck:
     """One coord check a sweep recorded (``nas.sweep_coordcheck``): what it checked, as its
     index entry holds it (axis, sizes, steps, seeds, lr, the model's ``model.*`` fields, and
     ``error`` where the model's base sizes were refused), and its table
-    (``trainers.coordcheck_table``), None where it was not run or its file cannot be read."""
+    (``trainers.measure.coordcheck_table``), None where it was not run or its file cannot be
+    read."""
 
     entry: Mapping[str, Any]
     table: tuple[Mapping[str, float], ...] | None
@@ -84,9 +85,10 @@ class SweepData:
     - ``profiles``: run_id, block, output_norm, stream_norm, grad_norm of each trial's last
       dilution profile; ``depth_weights``: run_id -> (site x source) softmax weights;
       ``routing_top1``, ``routing_entropy`` and ``routing_spread``: run_id -> per-site top-1
-      mass, normalized entropy and logit spread, per token then averaged (``trainers.routing``),
-      where the profile recorded them; ``source_importance``: run_id -> (site x source) loss
-      change when that source is left out of that site (``train.diagnostics_importance``)
+      mass, normalized entropy and logit spread, per token then averaged
+      (``stats.routing``), where the profile recorded them; ``source_importance``: run_id
+      -> (site x source) loss change when that source is left out of that site
+      (``train.diagnostics_importance``)
     - ``plans``: each invocation's plan as recorded ({"command", "space", "keys"}), oldest
       first; empty for a sweep recorded before plans were kept
     - ``plan``: which plans' trials ``trials`` holds: "all", or "latest" (``reports.plans``)

@@ -3,7 +3,7 @@ per trial with its identity, status, every param and every metric, and ``arms.cs
 arm with the statistics the report's tables show, unformatted.
 
 The numbers are the report's own: the same trials count (``reports.outcomes``), the same arms
-and baselines (``reports.ablation``), the same intervals and tests (``reports.stats``) and the
+and baselines (``reports.ablation``), the same intervals and tests (``stats.compare``) and the
 same cost means (``reports.sections.cost``). Cells hold full-precision numbers, never formatted
 text; a missing value is an empty cell.
 """
@@ -22,8 +22,8 @@ from reports.merge import SWEEP_COLUMN
 from reports.normalize import PARAM_PREFIXES
 from reports.power import comparison_mde, comparison_seeds, estimable
 from reports.sections.cost import ArmCost, arm_costs
-from reports.stats import Interval, first_step_alpha
 from reports.sweep import TRIAL_COLUMNS, SweepData
+from stats.compare import Interval, first_step_alpha
 
 TRIALS_FILE = "trials.csv"
 ARMS_FILE = "arms.csv"

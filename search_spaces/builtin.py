@@ -1,4 +1,5 @@
-"""The built-in named spaces, as data. ``nas spaces`` lists them with their one-line descriptions."""
+"""The built-in named spaces, as data. ``nas spaces`` lists them with their one-line
+descriptions."""
 
 from __future__ import annotations
 
@@ -151,9 +152,9 @@ def _table4() -> dict[str, dict[str, Any]]:
     }
 
 
-# Budgeted spaces (trainers.budget): each trial's max_steps comes from its FLOP budget and its own
-# FLOPs per token, warm-up and validation keep their fraction of the 600-step schedule (10%, and
-# three validations plus the last). CPU-sized: on 2 CPU cores with --concurrency 2 about 4 and 3
+# Budgeted spaces (trainers.budget): each trial's max_steps comes from its FLOP budget and
+# its own FLOPs per token, warm-up and validation keep their fraction of the 600-step schedule (10%,
+# and three validations plus the last). CPU-sized: on 2 CPU cores with --concurrency 2 about 4 and 3
 # minutes (README: estimated from step times), at widths where one core does 15 to 30 GFLOP/s.
 BUDGETED: dict[str, Any] = {
     "model.seq_len": 64,
@@ -373,7 +374,7 @@ _PLAIN: dict[str, Space] = {
             name="pareto_decode",
             description="multi-objective TPE: validation loss against decode speed (greedy "
             "tokens per second at batch 1 with the KV cache, measured after training: "
-            "trainers.decode_cost) over residual type (Block AttnRes at N = 8 AttnRes "
+            "trainers.measure.decode_cost) over residual type (Block AttnRes at N = 8 AttnRes "
             "blocks), depth and width",
             kind="search",
             base=ABLATION,

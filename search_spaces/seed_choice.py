@@ -16,7 +16,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from trainers.power import MIN_SEEDS, POWER, first_step_alpha, seeds_needed
+from stats.power import MIN_SEEDS, POWER, first_step_alpha, seeds_needed
 
 DEFAULT_MAX_SEEDS = 12  # --max-seeds: beyond it a sweep's cost grows faster than its answer
 

@@ -31,7 +31,7 @@ Sampler = Literal["tpe", "random"]
 
 # What a search can optimize: the metrics every trial reports to Tune at each validation.
 OBJECTIVE_METRICS = tuple(FINAL_OF)  # what a search may optimize: a final value each
-# Objectives no validation reports (trainers.decode_cost runs once the fit has ended).
+# Objectives no validation reports (trainers.measure.decode_cost runs once the fit has ended).
 AFTER_TRAINING = ("decode/tokens_per_s",)
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from benchmarks import gpu_plan
 from benchmarks import memory_plan as mp
-from trainers.memory_plan import memory_plan
+from trainers.measure.memory_plan import memory_plan
 
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu_check.sh"
 H200_BYTES = 139 * 2**30

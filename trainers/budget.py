@@ -58,8 +58,8 @@ def budget_params(cfg: ModelConfig) -> int:
 def budget_steps(cfg: RunConfig) -> int | None:
     """The optimizer steps the budget buys, at least one; None without a budget.
     target_flops: ceil(target_flops / (FLOPs per token x batch_size x seq_len)), FLOPs per token
-    as ``trainers.flops`` counts them (the wiring's own products included), so a run trains on
-    at least its budget and less than one step more. tokens_per_param: ceil(ratio x N /
+    as ``trainers.flops`` counts them (the wiring's own products included), so a run trains
+    on at least its budget and less than one step more. tokens_per_param: ceil(ratio x N /
     (batch_size x seq_len)), N = ``budget_params``."""
     t, m = cfg.train, cfg.model
     tokens_per_step = t.batch_size * m.seq_len

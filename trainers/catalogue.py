@@ -1,7 +1,7 @@
 """The wiring catalogue: what each residual wiring, norm placement, attention variant and AttnRes
 design switch *is*, written once. Everything else derives from it: the config's validity matrix,
-owned-field and switch rules, ``trainers.flops``' per-wiring counts, the report's wiring fields
-and arm labels, the benchmark arms and the tables of ``docs/variants.md``.
+owned-field and switch rules, ``trainers.flops``' per-wiring counts, the report's wiring
+fields and arm labels, the benchmark arms and the tables of ``docs/variants.md``.
 
 An entry holds facts, not code that runs a model: its name, the placements it is defined for,
 the config fields it reads beyond the shared ones (``owns``; their defaults are the config's),
@@ -13,10 +13,10 @@ Torch-free and importing nothing else of the project, so that ``trainers.config`
 and ``reports``, ``search_spaces`` and the docs tests can import it cheaply. The formulas take a
 ``ModelConfig``, named by the fields they read (a protocol, below).
 
-FLOPs follow ``trainers.flops``' convention (that module's docstring): training FLOPs per token
-of the matrix products, each (m x k) @ (k x n) counted 2mkn, forward and backward; scalar
-weights and outer products are elementwise and count nothing. Parameter formulas count what a
-wiring adds to the standard model of the same shape and placement (``bias=False``).
+FLOPs follow ``trainers.flops``' convention (that module's docstring): training FLOPs per
+token of the matrix products, each (m x k) @ (k x n) counted 2mkn, forward and backward; scalar
+weights and outer products are elementwise and count nothing. Parameter formulas count what a wiring
+adds to the standard model of the same shape and placement (``bias=False``).
 """
 
 from __future__ import annotations
@@ -157,7 +157,7 @@ class Wiring(Entry):
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Placement(Entry):
-    """A norm placement (``model.placement``); its slots are ``trainers.placement``'s."""
+    """A norm placement (``model.placement``); its slots are ``trainers.model.placement``'s."""
 
     input_norm: bool  # whether the sublayer input is normed (what LayerNorm Scaling scales)
 
@@ -313,8 +313,8 @@ def _norm_params(cfg: ModelConfig) -> int:
     return cfg.d_model * (2 if cfg.norm == "layernorm" else 1)
 
 
-# The input-dependent query forms (trainers.residual.depth_mixing.QUERY_FORMS, which a test holds
-# these to), and those that add the static query.
+# The input-dependent query forms (trainers.residual.attnres.depth_mixing.QUERY_FORMS, which a test
+# holds these to), and those that add the static query.
 INPUT_QUERIES = ("input", "input_sqrt_d", "input_d", "static_input", "low_rank", "gated")
 _STATIC_PLUS_INPUT = ("static_input", "low_rank", "gated")
 

@@ -1,11 +1,12 @@
 """Typed, frozen, validated configuration: one field per architecture or training choice.
 
 Each closed set is a ``Literal`` whose values are registry keys (``trainers.residual``,
-``trainers.residual.depth_mixing``, ``trainers.placement``, ``trainers.norms``, ``trainers.data``);
-a test keeps them in sync. What each residual wiring, placement, attention variant and AttnRes
-switch is (its placements, the fields it owns) is read from ``trainers.catalogue``, whose names
-the residual, placement and attention Literals list (tested). This module imports no torch so
-that search spaces, the CLI and the reports can validate and read configurations cheaply.
+``trainers.residual.attnres.depth_mixing``, ``trainers.model.placement``, ``trainers.model.norms``,
+``trainers.data``); a test keeps them in sync. What each residual wiring, placement, attention
+variant and AttnRes switch is (its placements, the fields it owns) is read from
+``trainers.catalogue``, whose names the residual, placement and attention Literals list (tested).
+This module imports no torch so that search spaces, the CLI and the reports can validate and read
+configurations cheaply.
 """
 
 from __future__ import annotations
@@ -39,22 +40,23 @@ NormScaling = Literal["none", "lns"]
 # Attention variants (registry keys in trainers.attention): what happens inside every attention.
 AttentionName = Literal["standard", "value_residual", "value_residual_learned"]
 PositionName = Literal["learned", "rope"]
-# AttnRes design switches (the paper's Table 4); registry keys in trainers.residual.depth_mixing.
+# AttnRes design switches (the paper's Table 4); registry keys in
+# trainers.residual.attnres.depth_mixing.
 KeyNormName = Literal["rmsnorm", "none"]
 GateName = Literal["softmax", "sigmoid"]
 QueryName = Literal[
     "static", "input", "input_sqrt_d", "input_d", "static_input", "low_rank", "gated", "scalar"
 ]
-# What AttnRes routes (trainers.residual.delta_attnres): the paper's replacement over sublayer
+# What AttnRes routes (trainers.residual.attnres.delta): the paper's replacement over sublayer
 # outputs, or Delta AttnRes's additive routing over deltas or over cumulative states.
 SourcesName = Literal["outputs", "deltas", "cumulative"]
 # How width and depth scale the init, the forward multipliers and the per-group AdamW settings
-# (trainers.parametrization); every one is the standard parametrization at base sizes.
+# (trainers.model.parametrization); every one is the standard parametrization at base sizes.
 ParametrizationName = Literal["sp", "mup", "depth_mup", "completep"]
 DataSource = Literal["stdlib", "text", "tokens", "shards", "synthetic"]
 Precision = Literal["auto", "32-true", "64-true", "bf16-mixed", "16-mixed", "bf16-true"]
 # What a training step recomputes in its backward instead of keeping from the forward
-# (trainers.checkpointing): nothing, or each sublayer's branch (norm, attention or MLP, norm).
+# (trainers.model.checkpointing): nothing, or each sublayer's branch (norm, attention or MLP, norm).
 Checkpointing = Literal["none", "sublayer"]
 
 # The validity matrix: the placements each residual type is defined for (each entry of

@@ -10,8 +10,8 @@ them equal (parameter shapes, and logits at one seed), which holds the catalogue
 the code that reads them.
 
 Torch-free, and below ``trainers.config`` (whose refusals it words), so it imports no
-configuration, not even for its types: it reads a ``ModelConfig`` by its fields, or a plain mapping of a
-model section's values (a sweep's point before it is validated).
+configuration, not even for its types: it reads a ``ModelConfig`` by its fields, or a plain mapping
+of a model section's values (a sweep's point before it is validated).
 """
 
 from __future__ import annotations
@@ -105,7 +105,7 @@ READERS: dict[str, Reader] = {
     # only where a placement has norms (trainers.config.VALID_PLACEMENTS).
     "norm": Reader(never={"placement": ("none",)}),
     "norm_eps": Reader(never={"placement": ("none",)}),
-    # trainers.parametrization: the base sizes of the rules that scale width and depth, and
+    # trainers.model.parametrization: the base sizes of the rules that scale width and depth, and
     # CompleteP's exponent (Depth-muP's is fixed at 1/2); the standard parametrization reads none
     "base_width": Reader(never={"parametrization": ("sp",)}),
     "base_depth": Reader(only={"parametrization": ("depth_mup", "completep")}),

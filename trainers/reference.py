@@ -1,11 +1,11 @@
 """The reference model: plain pre-norm, one file, top to bottom; the place to start reading.
 
-``DeepTransformer`` (``trainers.model``) builds every wiring from registries, so its plain
-pre-norm path is spread over eight files. This module writes that one configuration
-(``model.residual=standard``, ``model.placement=pre``) out in plain torch, leaves first
-(norms, attention, MLP, block, model), with no registry and nothing from ``trainers`` but the
-config. Its parameter names and shapes are ``DeepTransformer``'s, so a state dict loads strictly
-either way, and the tests hold the two equal: the reference is also the oracle for the model.
+``DeepTransformer`` (``trainers.model.transformer``) builds every wiring from registries, so its
+plain pre-norm path is spread over eight files. This module writes that one configuration
+(``model.residual=standard``, ``model.placement=pre``) out in plain torch, leaves first (norms,
+attention, MLP, block, model), with no registry and nothing from ``trainers`` but the config. Its
+parameter names and shapes are ``DeepTransformer``'s, so a state dict loads strictly either way, and
+the tests hold the two equal: the reference is also the oracle for the model.
 
 Init is ``DeepTransformer``'s (``init_weights`` below): Normal(0, init_std) for every linear and
 embedding weight, zero biases, norm gains one, and with ``scaled_init`` the output projections

@@ -16,8 +16,8 @@ from reports.ablation import DEPTH_KEY, wiring_label
 from reports.compute import MIN_DISTINCT_COMPUTE, Cells, frontier_advantage, frontier_points
 from reports.document import Figure, Paragraph, Section, Table
 from reports.published import COMPUTE_MULTIPLIER
-from reports.stats import mean_ci
 from reports.sweep import SweepData
+from stats.compare import mean_ci
 from trainers.budget import BUDGET_KEYS
 
 BUDGET_KEY = BUDGET_KEYS[0]  # a FLOP budget: train.target_flops

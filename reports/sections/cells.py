@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from reports.stats import Comparison, Interval
+from stats.compare import Comparison, Interval
 
 MAX_ROWS = 30  # a longer table is truncated, and its caption says so
 

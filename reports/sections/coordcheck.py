@@ -2,9 +2,9 @@
 parametrization kept each module class's update the same size across widths and depths for the
 models the sweep trained, from the reduced coord checks the sweep recorded before its trials
 (``nas.sweep_coordcheck``): what was checked, each check's slopes and verdict per axis, and its
-figure. The verdicts are ``trainers.coordcheck_table``'s, read from the recorded tables, so they
-are the ones ``nas coordcheck`` gives for the same numbers. A sweep of ``sp`` models has no such
-section."""
+figure. The verdicts are ``trainers.measure.coordcheck_table``'s, read from the recorded tables, so
+they are the ones ``nas coordcheck`` gives for the same numbers. A sweep of ``sp`` models has no
+such section."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from reports.ablation import wiring_label
 from reports.document import Figure, Paragraph, Section, Table
 from reports.normalize import recorded
 from reports.sweep import RecordedCoordCheck, SweepData
-from trainers import coordcheck_table as ct
+from trainers.measure import coordcheck_table as ct
 
 TITLE = "Coord check"
 PARAMETRIZATION_KEY = "model.parametrization"

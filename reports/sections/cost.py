@@ -191,7 +191,8 @@ def cost_section(data: SweepData, rows: list[ArmRow]) -> Section | None:
 
 DECODE_NOTE = (
     " decode tok/s: greedy decoding at batch 1 with the KV cache after training, 32 tokens "
-    "after a prompt of half the context (trainers/decode_cost.py, on the trial's own device, "
+    "after a prompt of half the context (trainers/measure/decode_cost.py, on the trial's own "
+    "device, "
     "which other trials may share); decode × is the time per decoded token over the baseline's."
 )
 

@@ -8,7 +8,7 @@ from typing import Any
 from reports import figures
 from reports.document import Figure, Paragraph, Section
 from reports.sweep import SweepData
-from trainers.routing import ALARM_PREFIX, SATURATED
+from stats.routing import ALARM_PREFIX, SATURATED
 
 
 def figure_section(data: SweepData) -> Section | None:
@@ -85,7 +85,7 @@ def figure_section(data: SweepData) -> Section | None:
 
 
 def _routing_alarms(done: Any) -> list[str]:
-    """Each finished trial's routing alarm (the reason it carries: ``trainers.routing``), as
+    """Each finished trial's routing alarm (the reason it carries: ``stats.routing``), as
     "arm seed s: site j collapsed onto ... by step t"."""
     out = []
     for _, row in done.iterrows():

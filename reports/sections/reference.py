@@ -24,8 +24,8 @@ from reports.published import (
     published_for,
 )
 from reports.sections.cells import fmt, fmt_ci, fmt_diff, upper
-from reports.stats import Interval, adjust, compare, mean_ci, verdict
 from reports.sweep import SweepData
+from stats.compare import Interval, adjust, compare, mean_ci, verdict
 
 ATTNRES = ("attnres", "block_attnres")
 

@@ -15,8 +15,8 @@ from reports.merge import SOURCES_SEP, SWEEP_COLUMN, sweeps_holding
 from reports.outcomes import describe
 from reports.sections.best_points import best_point_blocks
 from reports.sections.cells import fmt, fmt_ci, fmt_diff
-from reports.stats import Interval
 from reports.sweep import SweepData
+from stats.compare import Interval
 
 COLUMNS = (
     "arm",

@@ -1,5 +1,5 @@
 """The routing section (issue 27): per depth-mixing arm, how its sites' mixing weights behaved,
-each statistic per token first and then averaged (``trainers.routing``), with the alarm's
+each statistic per token first and then averaged (``stats.routing``), with the alarm's
 verdict. The worst site's top-1 mass and entropy over training come from the trials' recorded
 summaries; the per-site values at the end from their last profile. An arm whose sites read
 one source per token has a softmax that no longer mixes: its loss says nothing about depth
@@ -18,8 +18,8 @@ from reports.document import Paragraph, Section, Table
 from reports.figures import collapsed_in_any_seed, deepest, measured_by_all, seed_mean
 from reports.sections.cells import fmt
 from reports.sweep import SweepData
+from stats.routing import ALARM_PREFIX, SATURATED
 from trainers.config import TrainConfig
-from trainers.routing import ALARM_PREFIX, SATURATED
 
 # The recorded summaries this section reads over training (reports.load.CURVE_METRICS).
 TRACED = (Metric.ROUTING_TOP1_MAX, Metric.ROUTING_ENTROPY_MIN)

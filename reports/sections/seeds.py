@@ -25,8 +25,8 @@ from reports.power import (
     sd_range,
 )
 from reports.sections.cells import MAX_ROWS, fmt, fmt_diff
-from reports.stats import Comparison, family_size, first_step_alpha
 from reports.sweep import SweepData
+from stats.compare import Comparison, family_size, first_step_alpha
 
 SHOWN_SEEDS = 12  # an arm's seeds listed one by one; more are cut, and the cell says so
 

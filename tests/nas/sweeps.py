@@ -164,7 +164,7 @@ def write_trial(record: Any, spec: Any, loss: float) -> None:
     count, its outcome."""
     from nas.tracking import TrialRun
     from trainers.config import flatten
-    from trainers.memory_plan import param_count
+    from trainers.measure.memory_plan import param_count
 
     tags = {Tag.ARM: spec.arm, Tag.SEED: str(spec.seed)}
     run = TrialRun(record, spec.key, flatten(spec.config), tags)

@@ -13,7 +13,7 @@ import torch
 from nas.cli import main
 from search_spaces import BUILTIN
 from trainers.config_io import build_config
-from trainers.model import DeepTransformer
+from trainers.model.transformer import DeepTransformer
 
 TINY = [
     "--set",

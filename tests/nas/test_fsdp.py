@@ -108,7 +108,7 @@ def fits(folder: str) -> None:
     import ray
 
     from nas.data_parallel import train_data_parallel
-    from trainers.run import train
+    from trainers.training.run import train
 
     tmp, cfg, workers = Path(folder), _cfg(), Workers(2, strategy="fsdp")
     one, _ = train(cfg, tmp / "one", progress=False)

@@ -11,8 +11,8 @@ import pytest
 
 from nas.cli import main
 from trainers.config_io import from_dict
-from trainers.outputs import save_run
-from trainers.run import train
+from trainers.training.outputs import save_run
+from trainers.training.run import train
 
 SEQ_LEN = 32
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from tests.reports.test_imports import _loaded_after
+from tests.imports import loaded_after
 
 ROOT = Path(__file__).resolve().parents[2]
 RECORD_MODULES = ("record.schema", "record.read", "record.client", "record.uri", "record.stores")
@@ -15,8 +15,8 @@ REPORT_COMMANDS = {"report_cmd.py", "diff_cmd.py"}
 
 
 def test_record_loads_no_other_package_of_the_project_nor_anything_heavy() -> None:
-    loaded = _loaded_after("\n".join(f"import {m}" for m in RECORD_MODULES))
-    project = {"nas", "reports", "trainers", "search_spaces", "benchmarks"}
+    loaded = loaded_after("\n".join(f"import {m}" for m in RECORD_MODULES))
+    project = {"nas", "reports", "trainers", "search_spaces", "benchmarks", "stats"}
     assert not loaded & (project | {"torch", "pandas", "numpy", "mlflow", "lightning"})
 
 

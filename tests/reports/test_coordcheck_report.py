@@ -13,7 +13,7 @@ from reports.render_md import render_markdown
 from reports.sections.coordcheck import TITLE, coordcheck_section
 from reports.sweep import RecordedCoordCheck
 from tests.reports.frames import sweep, trial
-from trainers import coordcheck_table as ct
+from trainers.measure import coordcheck_table as ct
 
 COMPLETEP = {
     "model.parametrization": "completep",

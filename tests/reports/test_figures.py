@@ -16,7 +16,7 @@ from reports.figures import (
     draw_loss_curves,
     spread_caption,
 )
-from reports.stats import mean_ci
+from stats.compare import mean_ci
 from tests.reports.frames import sweep, trial
 
 

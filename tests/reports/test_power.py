@@ -22,7 +22,7 @@ from reports.power import (
     seeds_needed,
 )
 from reports.published import TABLE2, TABLE2_COLUMNS
-from reports.stats import Comparison, adjust, first_step_alpha
+from stats.compare import Comparison, adjust, first_step_alpha
 
 DRAWS = 4000
 # A simulated rejection rate's standard error at the target power; 4 of them is the tolerance

@@ -1,4 +1,4 @@
-"""reports/stats.py: intervals and tests checked against hand computation and the properties
+"""stats/compare.py: intervals and tests checked against hand computation and the properties
 the math guarantees, not against numbers read off the implementation."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from reports.stats import Comparison, adjust, compare, holm, mean_ci, verdict
+from stats.compare import Comparison, adjust, compare, holm, mean_ci, verdict
 
 SAMPLE = [1.0, 2.0, 3.0, 4.0, 5.0]
 
@@ -66,7 +66,8 @@ SHIFTED = {s: SEED_EFFECT[s] + 0.1 + NOISE[s] for s in SEED_EFFECT}
 
 
 def test_paired_equals_one_sample_test_on_differences() -> None:
-    """Same seed sets: p is the one-sample t-test of the differences, and the CI is their mean_ci."""
+    """Same seed sets: p is the one-sample t-test of the differences, and the CI is their
+    mean_ci."""
     c = compare(SEED_EFFECT, SHIFTED)
     d = [SHIFTED[s] - SEED_EFFECT[s] for s in SEED_EFFECT]
     assert c.test == "paired t" and c.n == 5

@@ -9,7 +9,7 @@ import statistics
 import pytest
 
 from search_spaces.seed_choice import SeedRule, choose, paired_sd
-from trainers.power import POWER, seeds_needed
+from stats.power import POWER, seeds_needed
 
 PILOT = 3
 WIDE = [0.01, -0.02, 0.015]  # sd 0.0189

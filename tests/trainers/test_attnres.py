@@ -7,8 +7,8 @@ import torch
 
 from tests.trainers.conftest import tiny
 from trainers.config import balanced_partition
-from trainers.model import DeepTransformer, num_params
-from trainers.residual.block_attnres import block_starts
+from trainers.model.transformer import DeepTransformer, num_params
+from trainers.residual.attnres.block import block_starts
 
 
 def _logits(model: DeepTransformer, idx: torch.Tensor) -> torch.Tensor:
@@ -171,9 +171,9 @@ def _expected_sources(sizes: tuple[int, ...]) -> list[list[frozenset[int]]]:
 def _recorded_sources(n_sublayers: int, n_blocks: int) -> list[list[frozenset[int]]]:
     """Runs Block AttnRes's sites symbolically: each branch outputs a one-hot tag of its
     sublayer, so every source a site mixes is a set of indices."""
-    from trainers.residual.block_attnres import BlockAttnResSite, BlockState
-    from trainers.residual.depth_attention import Schedule
-    from trainers.residual.depth_buffer import BufferedSources
+    from trainers.residual.attnres.block import BlockAttnResSite, BlockState
+    from trainers.residual.attnres.depth_attention import Schedule
+    from trainers.residual.attnres.depth_buffer import BufferedSources
 
     seen: list[list[frozenset[int]]] = []
     starts = block_starts(n_sublayers, n_blocks)
@@ -227,7 +227,7 @@ def test_block_sources_follow_the_partition(n_sublayers: int, n_blocks: int) -> 
 
 
 def _mixing_inputs(n_sites: int = 5, n_sources: int = 7) -> tuple:
-    from trainers.residual.depth_attention import SiteParameters
+    from trainers.residual.attnres.depth_attention import SiteParameters
 
     torch.manual_seed(0)
     paper = {"queries": torch.zeros(n_sites, 8), "key_norm_weights": torch.ones(n_sites, 8)}
@@ -241,8 +241,8 @@ def _mixing_inputs(n_sites: int = 5, n_sources: int = 7) -> tuple:
 
 def _sources(kind: str, sites, schedule, capacity: int, **switches):  # type: ignore[no-untyped-def]
     """``switches``: the Table 4 ones both serve (eps None, hidden, sigmoid)."""
-    from trainers.residual.depth_attention import StackedSources
-    from trainers.residual.depth_buffer import BufferedSources
+    from trainers.residual.attnres.depth_attention import StackedSources
+    from trainers.residual.attnres.depth_buffer import BufferedSources
 
     s = {"eps": 1e-6, "hidden": None, "sigmoid": False, **switches}
     if kind == "stacked":
@@ -255,7 +255,7 @@ def _sources(kind: str, sites, schedule, capacity: int, **switches):  # type: ig
 def test_sources_compute_the_paper_softmax(kind: str, group: int) -> None:
     """Folded gains, per-source logits, phase-1 groups and the online-softmax merge give exactly
     softmax_i(w_j . RMSNorm_g(v_i)) and sum_i a_i v_i, whatever the grouping or storage."""
-    from trainers.residual.depth_attention import Schedule
+    from trainers.residual.attnres.depth_attention import Schedule
 
     sites, ys, extra = _mixing_inputs()
     state = _sources(kind, sites, Schedule.every(group, 5), capacity=7)
@@ -285,7 +285,7 @@ def _interleaved_run(
     kind: str, group: int, use_extra: bool, switch: str = "paper"
 ) -> tuple[torch.Tensor, list]:
     """Sources appended between mixes, as in a model: each site's input feeds the next source."""
-    from trainers.residual.depth_attention import Schedule, window_hidden
+    from trainers.residual.attnres.depth_attention import Schedule, window_hidden
 
     sites, ys, extra = _mixing_inputs(n_sites=7, n_sources=7)
     switches = dict(TWO_PHASE_SWITCHES[switch])
@@ -335,7 +335,7 @@ def test_buffered_backward_twice_with_retained_graph() -> None:
 @pytest.mark.parametrize("residual", ["attnres", "block_attnres"])
 def test_model_gradients_match_the_autograd_reference(residual: str) -> None:
     """A whole model: the buffered path and plain autograd agree on logits and every gradient."""
-    from trainers.residual.depth_attention import StackedSources
+    from trainers.residual.attnres.depth_attention import StackedSources
 
     model = DeepTransformer(tiny(residual=residual, n_layers=5, attnres_blocks=3)).double()
     _randomize_mixing(model)

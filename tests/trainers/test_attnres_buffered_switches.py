@@ -14,10 +14,10 @@ import torch.nn.functional as F
 from tests.trainers.conftest import tiny
 from tests.trainers.test_attnres_switches import SWITCHES
 from trainers.config import ModelConfig
-from trainers.model import DeepTransformer
-from trainers.residual.block_attnres import block_spans
-from trainers.residual.depth_attention import StackedSources, window_hidden
-from trainers.residual.depth_mixing import window_mask
+from trainers.model.transformer import DeepTransformer
+from trainers.residual.attnres.block import block_spans
+from trainers.residual.attnres.depth_attention import StackedSources, window_hidden
+from trainers.residual.attnres.depth_mixing import window_mask
 
 SERVED: dict[str, dict[str, Any]] = {
     "key_norm=none": {"attnres_key_norm": "none"},

@@ -17,9 +17,9 @@ from tests.trainers.data.make_attnres_old_layout import BASE, CELLS, IDX, RESUME
 from tests.trainers.test_attnres_switches import CASES, RESIDUALS, SWITCHES, _randomize_mixing
 from trainers.config import ModelConfig
 from trainers.config_io import from_dict
-from trainers.model import DeepTransformer
-from trainers.module import param_groups
-from trainers.run import train
+from trainers.model.transformer import DeepTransformer
+from trainers.training.module import param_groups
+from trainers.training.run import train
 
 DATA = Path(__file__).parent / "data"
 # Float64 through a few blocks of O(1)-conditioned operations: reordered sums (the two-phase

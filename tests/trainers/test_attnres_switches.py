@@ -15,8 +15,8 @@ import torch.nn.functional as F
 
 from tests.trainers.conftest import assert_causal, tiny
 from trainers.config import ATTNRES_SWITCHES, ModelConfig
-from trainers.model import DeepTransformer, num_params
-from trainers.residual.depth_mixing import DepthMixer
+from trainers.model.transformer import DeepTransformer, num_params
+from trainers.residual.attnres.depth_mixing import DepthMixer
 from trainers.residual.probe import mixing_probe
 
 REFERENCE = Path(__file__).parent / "data" / "attnres_default_logits.json"
@@ -301,7 +301,7 @@ def test_probe_reports_one_weight_per_source(gate: str, kind: str) -> None:
 def test_dilution_profile_reads_switched_models(switch: str) -> None:
     """The per-layer diagnostics run on the plain path: one weight row per site, entropy only
     where the weights are a softmax, and finite summaries."""
-    from trainers.diagnostics import dilution_profile
+    from trainers.measure.diagnostics import dilution_profile
 
     model = DeepTransformer(_cfg("block_attnres", switch, n_layers=4, attnres_blocks=4))
     idx = torch.randint(0, 32, (2, 12))
@@ -316,7 +316,7 @@ def test_dilution_profile_reads_switched_models(switch: str) -> None:
 def test_depth_mixing_parameters_are_not_decayed(switch: str) -> None:
     """Decaying queries, projections, logits or key gains toward zero would pull the mixing
     toward uniform: every depth-mixing parameter sits in the group without weight decay."""
-    from trainers.module import param_groups
+    from trainers.training.module import param_groups
 
     model = DeepTransformer(_cfg("attnres", switch))
     decayed = {id(p) for p in param_groups(model, 0.1)[0]["params"]}

@@ -10,8 +10,8 @@ import torch
 import torch.nn.functional as F
 
 from tests.trainers.conftest import tiny
-from trainers.model import MLP, Attention, Block, DeepTransformer, num_params
-from trainers.placement import PLACEMENTS
+from trainers.model.placement import PLACEMENTS
+from trainers.model.transformer import MLP, Attention, Block, DeepTransformer, num_params
 from trainers.residual.deepnorm import deepnorm_alpha, deepnorm_beta
 from trainers.residual.mhc import MHCSite
 

@@ -27,8 +27,8 @@ import pytest
 import torch
 
 from tests.trainers.conftest import tiny
-from trainers.model import DeepTransformer
-from trainers.module import lm_loss, param_groups
+from trainers.model.transformer import DeepTransformer
+from trainers.training.module import lm_loss, param_groups
 
 U = 2.0**-8  # bf16's unit roundoff: 8 significand bits, round to nearest
 STEPS = 3  # AdamW steps; the loss is compared before each and after the last

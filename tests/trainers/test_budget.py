@@ -114,7 +114,7 @@ def test_a_command_line_sets_one_length() -> None:
 
 def test_train_refuses_an_unresolved_budget(tmp_path: object) -> None:
     """train() never runs a budget for max_steps' default: it refuses before anything runs."""
-    from trainers.run import train
+    from trainers.training.run import train
 
     with pytest.raises(ValueError, match="budget is not resolved"):
         train(_cfg(target_flops=1e11), tmp_path)  # type: ignore[arg-type]

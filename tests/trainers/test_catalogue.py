@@ -22,8 +22,8 @@ from trainers.config import (
     PlacementName,
     ResidualName,
 )
-from trainers.model import DeepTransformer, num_params
-from trainers.placement import PLACEMENTS
+from trainers.model.placement import PLACEMENTS
+from trainers.model.transformer import DeepTransformer, num_params
 from trainers.residual import RESIDUALS
 
 ROOT = Path(__file__).resolve().parents[2]

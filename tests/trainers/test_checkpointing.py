@@ -1,4 +1,4 @@
-"""Activation checkpointing (``train.checkpointing``, ``trainers.checkpointing``): the same
+"""Activation checkpointing (``train.checkpointing``, ``trainers.model.checkpointing``): the same
 gradients as keeping every activation, for every wiring, with fewer tensors kept."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ import pytest
 import torch
 
 from tests.trainers.conftest import tiny
-from trainers.checkpointing import enable_checkpointing
-from trainers.loss import lm_loss
-from trainers.model import DeepTransformer
+from trainers.model.checkpointing import enable_checkpointing
+from trainers.model.loss import lm_loss
+from trainers.model.transformer import DeepTransformer
 
 
 def _model(checkpointed: bool, **overrides: object) -> DeepTransformer:

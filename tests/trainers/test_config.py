@@ -29,9 +29,9 @@ from trainers.config import (
 )
 from trainers.config_io import build_config, from_dict, parse_overrides
 from trainers.data import SOURCES
-from trainers.norms import NORMS
-from trainers.residual.delta_attnres import SOURCE_KINDS
-from trainers.residual.depth_mixing import GATES, KEY_NORMS, QUERIES
+from trainers.model.norms import NORMS
+from trainers.residual.attnres.delta import SOURCE_KINDS
+from trainers.residual.attnres.depth_mixing import GATES, KEY_NORMS, QUERIES
 
 ROOT = Path(__file__).resolve().parents[2]
 

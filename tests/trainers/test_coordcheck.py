@@ -12,10 +12,10 @@ import math
 import pytest
 import torch
 
-import trainers.layers
+import trainers.model.layers
 from trainers import catalogue
-from trainers import coordcheck as cc
 from trainers.config import ModelConfig, TrainConfig
+from trainers.measure import coordcheck as cc
 
 WIDTHS = (32, 64, 128, 256)
 DEPTHS = (2, 4, 8, 16, 32)
@@ -65,7 +65,7 @@ def test_mup_without_its_attention_scale_fails(
 ) -> None:
     """muP with sp's 1/sqrt(d_head) attention: the attention logits' update grows as
     sqrt(d_head) relative to muP's, outside the bounds; the verdict fails on that class."""
-    monkeypatch.setattr(trainers.layers, "attention_scale", lambda cfg: None)
+    monkeypatch.setattr(trainers.model.layers, "attention_scale", lambda cfg: None)
     rows = _rows("width", WIDTHS, parametrization="mup", base_width=32)
     bad, good = cc.ratios(rows), cc.ratios(mup_rows)
     assert not _within(bad["attention_logits"], WIDTHS, WIDTH_BOUNDS)

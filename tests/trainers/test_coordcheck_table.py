@@ -1,12 +1,12 @@
-"""The coord check's torch-free table (``trainers.coordcheck_table``): a table round-trips its
-CSV exactly, so a verdict read from a recorded table is the one the check gave; the verdict
+"""The coord check's torch-free table (``trainers.measure.coordcheck_table``): a table round-trips
+its CSV exactly, so a verdict read from a recorded table is the one the check gave; the verdict
 reads each class's slope against the band; a table lacking a column is refused."""
 
 from __future__ import annotations
 
 import pytest
 
-from trainers import coordcheck_table as ct
+from trainers.measure import coordcheck_table as ct
 
 
 def _table(slope: float) -> list[dict[str, float]]:

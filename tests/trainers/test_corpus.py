@@ -29,7 +29,7 @@ from trainers.corpus.shard import (
 from trainers.corpus.tokenizer import SEPARATOR, token_bytes, train_bpe
 from trainers.data import SOURCES
 from trainers.data.shards import Concatenated
-from trainers.module import bits_per_byte
+from trainers.training.module import bits_per_byte
 
 WORDS = [
     "alpha",

@@ -10,9 +10,9 @@ import torch
 
 from trainers.config import DataConfig, ModelConfig
 from trainers.data import SOURCES
+from trainers.data.module import load_source
 from trainers.data.stdlib import stdlib_files, stdlib_root
 from trainers.data.synthetic import IGNORE, PointerLayout, pointer_sample
-from trainers.datamodule import load_source
 
 
 def _stdlib(tmp_path: Path) -> DataConfig:

@@ -1,6 +1,6 @@
-"""The decode cost every run records after training (``trainers.decode_cost``): the KV cache's
-bytes per position follow from the shapes (keys and values of every layer, d_model each), the
-rates are finite and positive, and measuring leaves the model as it found it."""
+"""The decode cost every run records after training (``trainers.measure.decode_cost``): the KV
+cache's bytes per position follow from the shapes (keys and values of every layer, d_model each),
+the rates are finite and positive, and measuring leaves the model as it found it."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import torch
 
 from tests.trainers.conftest import tiny
 from trainers.config_io import from_dict
-from trainers.decode_cost import measure
-from trainers.model import DeepTransformer
-from trainers.run import train
+from trainers.measure.decode_cost import measure
+from trainers.model.transformer import DeepTransformer
+from trainers.training.run import train
 
 
 @pytest.mark.parametrize("residual", ["standard", "block_attnres", "mhc"])

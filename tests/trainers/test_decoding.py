@@ -1,6 +1,7 @@
-"""Incremental decoding (``DeepTransformer.prefill`` / ``decode_step``, ``trainers.decoding``):
-a prompt then tokens one at a time give the logits one full forward gives, for every wiring,
-placement, norm, position, attention variant, AttnRes switch and parametrization.
+"""Incremental decoding (``DeepTransformer.prefill`` / ``decode_step``,
+``trainers.model.decoding``): a prompt then tokens one at a time give the logits one full forward
+gives, for every wiring, placement, norm, position, attention variant, AttnRes switch and
+parametrization.
 
 The tolerance is float64's: the two computations differ only in the order of the same sums
 (attention over a different number of rows per product), so they agree to a few ulps of the
@@ -15,9 +16,9 @@ import torch
 
 from tests.trainers.conftest import tiny
 from trainers.config import VALID_PLACEMENTS
-from trainers.decoding import generate, sample
-from trainers.layers import Attention
-from trainers.model import DeepTransformer
+from trainers.model.decoding import generate, sample
+from trainers.model.layers import Attention
+from trainers.model.transformer import DeepTransformer
 
 TOL = 1e-10
 PROMPT = 5  # of seq_len 12: 7 positions decoded

@@ -12,7 +12,7 @@ from torch import Tensor
 
 from tests.trainers.conftest import tiny
 from trainers.config import ModelConfig
-from trainers.model import DeepTransformer
+from trainers.model.transformer import DeepTransformer
 from trainers.residual.probe import mixing_probe
 
 # Float64 through four blocks of O(1)-conditioned operations: the model and the reference add

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from tests.trainers.conftest import assert_causal, tiny
-from trainers.model import DeepTransformer, num_params
+from trainers.model.transformer import DeepTransformer, num_params
 from trainers.residual.denseformer import DenseFormerStream, DenseState, dwa_blocks, dwa_sources
 from trainers.residual.probe import mixing_probe
 

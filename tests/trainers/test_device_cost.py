@@ -1,5 +1,5 @@
 """What a run cost: the peak table and its override, the CPU's measured peak, the memory peak's
-reset, and a real fit's recorded cost (trainers/device_cost.py)."""
+reset, and a real fit's recorded cost (trainers/measure/device_cost.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from trainers.config_io import from_dict
-from trainers.device_cost import (
+from trainers.measure.device_cost import (
     OVERRIDE,
     PEAK_TABLE,
     CostMeter,
@@ -21,7 +21,7 @@ from trainers.device_cost import (
     reset_peak_memory,
     table_peak,
 )
-from trainers.run import train
+from trainers.training.run import train
 
 T = 1e12
 
@@ -98,7 +98,7 @@ def test_memory_peak_resets_to_the_current_footprint() -> None:
 def test_no_step_trained_gives_no_rate() -> None:
     """A trial resumed at its last step trains nothing in its final attempt: tokens/s and the
     MFU it would divide into are NaN (shown as a dash), never an absurd rate over no steps."""
-    from trainers.run import _rate
+    from trainers.training.run import _rate
 
     assert math.isnan(_rate(0.0, 3.0, 0))
     assert _rate(1200.0, 3.0, 10) == 400.0

@@ -15,9 +15,9 @@ from torch import nn
 
 from tests.trainers.conftest import covering, tiny
 from trainers.config import valid_wirings
-from trainers.diagnostics import dilution_profile
-from trainers.dilution_plot import save_profile
-from trainers.model import DeepTransformer
+from trainers.measure.diagnostics import dilution_profile
+from trainers.measure.dilution_plot import save_profile
+from trainers.model.transformer import DeepTransformer
 
 
 def _unit_fan_in_init(model: nn.Module, emb_std: float = 0.02) -> None:

@@ -16,9 +16,9 @@ import torch
 from tests.trainers.callbacks import SaveAtStep
 from trainers.config import RunConfig
 from trainers.config_io import from_dict
-from trainers.divergence import SETTLE_STEPS, DivergenceGuard, DivergenceRule
 from trainers.flops import flops_per_token
-from trainers.run import TrainResult, train
+from trainers.training.divergence import SETTLE_STEPS, DivergenceGuard, DivergenceRule
+from trainers.training.run import TrainResult, train
 
 
 def _feed(rule: DivergenceRule, losses: list[float]) -> tuple[int, str] | None:

@@ -1,5 +1,5 @@
-"""trainers/flops.py against ``torch.utils.flop_counter.FlopCounterMode`` on one real forward and
-backward of every valid wiring.
+"""trainers/flops.py against ``torch.utils.flop_counter.FlopCounterMode`` on one real
+forward and backward of every valid wiring.
 
 The two count the same thing, 2mkn per (m x k) @ (k x n) product, forward and backward, and the
 comparison is exact (integers), not within a tolerance. Where they differ it is by design, and
@@ -50,7 +50,7 @@ from trainers.flops import (
     train_flops,
     weighted_sum,
 )
-from trainers.model import DeepTransformer
+from trainers.model.transformer import DeepTransformer
 
 # (n_layers, d_model, attnres_blocks): two depths and widths; the second partition is uneven.
 POINTS = ((2, 16, 2), (3, 32, 4))

@@ -19,9 +19,9 @@ from tests.trainers.conftest import tiny
 from trainers.config import ModelConfig, RunConfig, TrainConfig, valid_wirings
 from trainers.config_io import from_dict
 from trainers.identity import READERS, normalized, refusal, unread_fields
-from trainers.model import DeepTransformer
-from trainers.optim_groups import optimizer_groups
-from trainers.run import train
+from trainers.model.optim_groups import optimizer_groups
+from trainers.model.transformer import DeepTransformer
+from trainers.training.run import train
 
 # Another valid value for each field READERS names (valid at tiny's size: 2 blocks, 4 sublayers,
 # d_model 16), differing from tiny's.

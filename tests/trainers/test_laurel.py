@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from tests.trainers.conftest import tiny
-from trainers.model import Block, DeepTransformer, num_params
+from trainers.model.transformer import Block, DeepTransformer, num_params
 from trainers.residual.laurel import LowRankSite, ResidualWeightsSite, column_orthogonal, rw_weights
 
 

@@ -1,13 +1,13 @@
-"""The cheapest setting that fits a device (``trainers.memory_fit``): a smaller micro-batch first,
-then checkpointing, then sharding, and None when nothing fits."""
+"""The cheapest setting that fits a device (``trainers.measure.memory_fit``): a smaller micro-batch
+first, then checkpointing, then sharding, and None when nothing fits."""
 
 from __future__ import annotations
 
 import dataclasses
 
 from trainers.config import ModelConfig, RunConfig, TrainConfig
-from trainers.memory_fit import cheapest_fit
-from trainers.memory_plan import memory_plan
+from trainers.measure.memory_fit import cheapest_fit
+from trainers.measure.memory_plan import memory_plan
 
 CFG = RunConfig(
     model=ModelConfig(d_model=64, n_heads=2, n_layers=4, seq_len=128, vocab_size=256),

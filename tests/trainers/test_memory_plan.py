@@ -1,5 +1,6 @@
-"""The memory plan (``trainers.memory_plan``): what follows from its math, that its parameter
-count and saved activations are the implementation's, and one measured peak on a tiny model."""
+"""The memory plan (``trainers.measure.memory_plan``): what follows from its math, that its
+parameter count and saved activations are the implementation's, and one measured peak on a tiny
+model."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pytest
 import torch
 
 from trainers.config import ModelConfig, RunConfig, TrainConfig, valid_wirings
-from trainers.memory_plan import (
+from trainers.measure.memory_plan import (
     ATTNRES_GROUP,
     PRECISION_BYTES,
     activation_tokens,
@@ -78,7 +79,7 @@ def test_full_attnres_depth_state_grows_faster_than_linearly() -> None:
 
 def test_the_plans_group_size_is_full_attnres_own() -> None:
     """The plan counts phase 1's weights with the buffered path's own group size."""
-    from trainers.residual.attnres import GROUP_SIZE
+    from trainers.residual.attnres.full import GROUP_SIZE
 
     assert ATTNRES_GROUP == GROUP_SIZE
 
@@ -86,7 +87,7 @@ def test_the_plans_group_size_is_full_attnres_own() -> None:
 @pytest.mark.parametrize("wiring", valid_wirings(), ids="-".join)
 def test_the_parameter_count_is_the_built_models(wiring: tuple[str, str, str, str]) -> None:
     """Every valid wiring, placement, norm and norm scaling: the plan's count is the model's."""
-    from trainers.model import DeepTransformer, num_params
+    from trainers.model.transformer import DeepTransformer, num_params
 
     residual, placement, norm, scaling = wiring
     cfg = ModelConfig(residual=residual, placement=placement, norm=norm, norm_scaling=scaling,
@@ -97,8 +98,8 @@ def test_the_parameter_count_is_the_built_models(wiring: tuple[str, str, str, st
 def _saved_per_token(cfg: ModelConfig, checkpointing: str) -> float:
     """Elements the forward saves for its backward per token, each storage once, outside the
     parameters (``saved_tensors_hooks``); the token ids are left out."""
-    from trainers.checkpointing import enable_checkpointing
-    from trainers.model import DeepTransformer
+    from trainers.model.checkpointing import enable_checkpointing
+    from trainers.model.transformer import DeepTransformer
 
     torch.manual_seed(0)
     model = DeepTransformer(cfg).train()
@@ -143,8 +144,8 @@ def test_the_plan_is_within_a_quarter_of_a_measured_step_peak(residual: str) -> 
 
 
 def test_auto_precision_is_bf16_mixed_on_a_gpu_and_float32_on_a_cpu() -> None:
-    """'auto' resolves as trainers.run does; mixed precision halves the narrow activations and
-    adds a half-precision copy of the weights."""
+    """'auto' resolves as trainers.training.run does; mixed precision halves the narrow activations
+    and adds a half-precision copy of the weights."""
     cfg = _run("standard", micro=2)
     gpu, cpu = memory_plan(cfg, gpu=True), memory_plan(cfg, gpu=False)
     assert (gpu.precision, cpu.precision) == ("bf16-mixed", "32-true")
@@ -155,8 +156,8 @@ def test_auto_precision_is_bf16_mixed_on_a_gpu_and_float32_on_a_cpu() -> None:
 
 def test_the_loss_is_taken_in_at_least_float32() -> None:
     """The loss term is float32 under every 16- and 32-bit precision and float64 under 64-true:
-    trainers.loss raises half-precision logits to float32 and keeps float64 logits."""
-    from trainers.loss import lm_loss
+    trainers.model.loss raises half-precision logits to float32 and keeps float64 logits."""
+    from trainers.model.loss import lm_loss
 
     plans = {p: memory_plan(_run(micro=2, precision=p)) for p in PRECISION_BYTES}
     assert plans["64-true"].logits == 2 * plans["32-true"].logits

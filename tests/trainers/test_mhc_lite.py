@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from tests.trainers.conftest import tiny
-from trainers.model import DeepTransformer, num_params
+from trainers.model.transformer import DeepTransformer, num_params
 from trainers.residual.mhc_lite import MHCLiteSite, permutation_matrices
 
 EPS32 = torch.finfo(torch.float32).eps

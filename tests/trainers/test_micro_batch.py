@@ -1,5 +1,5 @@
-"""A global batch in micro-batches (``train.micro_batch``, ``trainers.accumulate``): the same
-gradient and the same optimizer step as the whole batch at once, for every wiring."""
+"""A global batch in micro-batches (``train.micro_batch``, ``trainers.training.accumulate``): the
+same gradient and the same optimizer step as the whole batch at once, for every wiring."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ import pytest
 import torch
 
 from tests.trainers.conftest import tiny
-from trainers.accumulate import accumulate_gradients, micro_chunks
 from trainers.config import (
     EXECUTION_FIELDS,
     RunConfig,
@@ -20,8 +19,9 @@ from trainers.config import (
     micro_steps,
 )
 from trainers.config_io import from_dict
-from trainers.model import DeepTransformer
-from trainers.run import train
+from trainers.model.transformer import DeepTransformer
+from trainers.training.accumulate import accumulate_gradients, micro_chunks
+from trainers.training.run import train
 
 # float64 round-off: a gradient element is a sum over the batch's 72 tokens, and accumulating
 # reorders that sum into k partial sums, each rounding at most once more (relative 2^-53 each);

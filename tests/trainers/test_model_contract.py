@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from tests.trainers.conftest import assert_causal, tiny
-from trainers.model import DeepTransformer
+from trainers.model.transformer import DeepTransformer
 
 
 @pytest.mark.parametrize("pos", ["rope", "learned"])

@@ -14,9 +14,9 @@ import pytest
 from tests.trainers.conftest import tiny
 from trainers.config import TrainConfig
 from trainers.config_io import from_dict
-from trainers.model import DeepTransformer
-from trainers.module import lr_factor, param_groups
-from trainers.run import resolve_precision, train
+from trainers.model.transformer import DeepTransformer
+from trainers.training.module import lr_factor, param_groups
+from trainers.training.run import resolve_precision, train
 
 
 def test_schedule_warms_up_then_decays_to_the_floor() -> None:

@@ -9,9 +9,9 @@ import torch
 import torch.nn.functional as F
 
 from tests.trainers.conftest import assert_causal, tiny
-from trainers.model import Block, DeepTransformer, num_params
-from trainers.module import param_groups
+from trainers.model.transformer import Block, DeepTransformer, num_params
 from trainers.residual.mudd import DepthAggregate, MuddAttentionSite, MuddState, MuddStream
+from trainers.training.module import param_groups
 
 EXACT = dict(d_model=32, n_heads=4, n_layers=4, norm_eps=1e-12)  # eps out of the way
 

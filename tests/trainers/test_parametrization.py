@@ -16,8 +16,8 @@ from record.schema import optim_metric
 from tests.trainers.conftest import tiny
 from trainers import catalogue
 from trainers.config import ModelConfig, TrainConfig
-from trainers.model import DeepTransformer
-from trainers.module import group_record, lm_loss, optimizer_groups
+from trainers.model.transformer import DeepTransformer
+from trainers.training.module import group_record, lm_loss, optimizer_groups
 
 SCALED = ("mup", "depth_mup", "completep")
 TRAIN = TrainConfig(lr=3e-3, weight_decay=0.1)
@@ -213,14 +213,14 @@ def test_branch_multiplier_and_scaled_init_at_depth() -> None:
     assert half.mlp.out_scale == 0.5
     width_only = dataclasses.replace(cfg, parametrization="mup", base_depth=4)
     assert DeepTransformer(width_only).blocks[0].mlp.out_scale == 1
-    from trainers.parametrization import output_init_std
+    from trainers.model.parametrization import output_init_std
 
     assert output_init_std(cfg) == pytest.approx(cfg.init_std / math.sqrt(4))
 
 
 def test_attention_scale_is_one_over_d_head_relative_to_the_base_head() -> None:
     """1/sqrt(d_head) at the base head size (None: SDPA's own), sqrt(d_base)/d_head elsewhere."""
-    from trainers.parametrization import attention_scale
+    from trainers.model.parametrization import attention_scale
 
     assert attention_scale(tiny(parametrization="mup", base_width=16)) is None
     cfg = tiny(d_model=64, parametrization="mup", base_width=16)  # d_head 32, base 8
@@ -263,7 +263,7 @@ def test_a_parametrized_fit_records_its_groups(tmp_path: Path) -> None:
     import csv
 
     from trainers.config_io import from_dict
-    from trainers.run import train
+    from trainers.training.run import train
 
     model = {"d_model": 32, "n_heads": 2, "n_layers": 2, "seq_len": 16}
     model |= {"parametrization": "completep", "base_width": 16, "base_depth": 1}

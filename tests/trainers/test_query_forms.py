@@ -17,9 +17,9 @@ from torch import Tensor
 from tests.trainers.conftest import tiny
 from trainers import catalogue
 from trainers.config import QueryName, TrainConfig
-from trainers.model import DeepTransformer
-from trainers.optim_groups import optimizer_groups
-from trainers.residual.depth_mixing import QUERY_FORMS, DepthMixer
+from trainers.model.optim_groups import optimizer_groups
+from trainers.model.transformer import DeepTransformer
+from trainers.residual.attnres.depth_mixing import QUERY_FORMS, DepthMixer
 
 RESIDUALS = ("attnres", "block_attnres")
 D = 16  # tiny's width

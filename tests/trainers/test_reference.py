@@ -15,7 +15,7 @@ from torch import nn
 
 from trainers import reference
 from trainers.config import ModelConfig
-from trainers.model import DeepTransformer
+from trainers.model.transformer import DeepTransformer
 from trainers.reference import ReferenceTransformer
 
 GRID = list(

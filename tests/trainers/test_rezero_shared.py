@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from tests.trainers.conftest import tiny
-from trainers.model import Block, DeepTransformer, num_params
+from trainers.model.transformer import Block, DeepTransformer, num_params
 
 
 def _blocks(model: DeepTransformer) -> list[Block]:

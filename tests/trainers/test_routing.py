@@ -11,12 +11,12 @@ import pytest
 import torch
 
 from record.schema import Metric
+from stats.routing import SATURATED, STATS, RoutingAlarm, collapsed_sites, token_routing
 from tests.trainers.conftest import tiny
-from trainers.callbacks import DilutionCallback
 from trainers.config import TrainConfig
-from trainers.diagnostics import dilution_profile
-from trainers.model import DeepTransformer
-from trainers.routing import SATURATED, STATS, RoutingAlarm, collapsed_sites, token_routing
+from trainers.measure.diagnostics import dilution_profile
+from trainers.model.transformer import DeepTransformer
+from trainers.training.callbacks import DilutionCallback
 
 
 def _stats(weights: torch.Tensor) -> dict[str, float]:

@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 
 from record.schema import Metric
+from stats.routing import collapsed_sites
 from trainers.config import RunConfig, TrainConfig
 from trainers.config_io import from_dict
-from trainers.routing import collapsed_sites
-from trainers.run import TrainResult, train
+from trainers.training.run import TrainResult, train
 
 # One seeded run each, as small as still shows it: d_model 64, 8 blocks, the default lr and
 # warm-up; short sequences and small batches, and a profile every 20 steps (the alarm reads

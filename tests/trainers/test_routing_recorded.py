@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from stats.routing import SATURATED, RoutingAlarm
 from trainers.config import TrainConfig
-from trainers.routing import SATURATED, RoutingAlarm
 
 RECORDED = json.loads((Path(__file__).parent / "data" / "recorded_routing.json").read_text())
 THRESHOLD = TrainConfig().routing_alarm

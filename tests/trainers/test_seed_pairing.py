@@ -12,7 +12,7 @@ import torch
 
 from trainers import catalogue
 from trainers.config import VALID_PLACEMENTS, ModelConfig
-from trainers.model import DeepTransformer
+from trainers.model.transformer import DeepTransformer
 
 SIZE = ModelConfig(n_layers=4, d_model=32, n_heads=2)
 # DeepNorm's rule is to scale the shared weights' init (its beta), so they differ by design.

@@ -17,9 +17,9 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from trainers.config import ModelConfig
-from trainers.diagnostics import dilution_profile
-from trainers.model import DeepTransformer
-from trainers.residual.depth_mixing import DepthMixer, Gate
+from trainers.measure.diagnostics import dilution_profile
+from trainers.model.transformer import DeepTransformer
+from trainers.residual.attnres.depth_mixing import DepthMixer, Gate
 
 VOCAB, T = 64, 16
 # The loss is about log 64 = 4.2; two float32 forwards that order the same sums differently

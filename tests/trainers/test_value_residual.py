@@ -21,7 +21,7 @@ from tests.trainers.test_model_contract import (  # noqa: F401  (the contract, r
 from trainers.attention import ATTENTIONS
 from trainers.attention.value_residual import MixFirstValues
 from trainers.config import AttentionName
-from trainers.model import Block, DeepTransformer
+from trainers.model.transformer import Block, DeepTransformer
 
 EXACT = dict(d_model=32, n_heads=4, n_layers=4, norm_eps=1e-12)
 # The contract for the attention axis, kept to two cells (each costs the suite ~10 s): the

@@ -2,7 +2,7 @@
 
 An attention variant changes what happens inside every attention sublayer, orthogonally to the
 residual wiring (``model.residual``) and the norm placement. It does so through one slot that
-``trainers.layers.Attention`` fills at construction: ``values``, a module the per-head values
+``trainers.model.layers.Attention`` fills at construction: ``values``, a module the per-head values
 ``v`` (B, nh, T, hd) pass through just before the attention-weighted sum. The default fills it
 with ``nn.Identity``, so the standard attention computes exactly what it computed before the slot
 existed.

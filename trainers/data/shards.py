@@ -57,5 +57,5 @@ def load_shards(cfg: DataConfig) -> DataSource:
     m = read_manifest(folder)
     train, val = (_split(folder, m.shards[s], s) for s in ("train", "val"))
     # The mean of token_bytes over the validation tokens: bits per byte is then the validation
-    # loss over ln 2 times it (trainers.module.bits_per_byte; docs/data.md).
+    # loss over ln 2 times it (trainers.training.module.bits_per_byte; docs/data.md).
     return TokenCorpus("shards", train, val, m.vocab_size, m.val_bytes_per_token, str(folder))

@@ -10,7 +10,7 @@ import torch
 from torch import Tensor, nn
 
 from trainers.config import ModelConfig
-from trainers.layers import MLP, Attention  # the sublayers whose projections the paper names
+from trainers.model.layers import MLP, Attention  # the sublayers whose projections the paper names
 from trainers.residual.base import RESIDUALS, Residual
 
 

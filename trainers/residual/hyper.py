@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from trainers.config import ModelConfig
-from trainers.norms import build_norm
+from trainers.model.norms import build_norm
 from trainers.residual import probe
 from trainers.residual.base import RESIDUALS, Residual, Stream
 

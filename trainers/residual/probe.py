@@ -16,12 +16,13 @@ from contextvars import ContextVar
 import torch
 from torch import Tensor
 
-from trainers.routing import token_routing
+from stats.routing import token_routing
 
 
 class Mixing(dict[str, dict[int, Tensor]]):
     """kind -> site index -> weights averaged over batch and tokens (detached, float32, CPU);
-    ``routing``: kind -> site index -> ``trainers.routing.STATS`` per token, then averaged."""
+    ``routing``: kind -> site index -> ``stats.routing.STATS`` per token, then
+    averaged."""
 
     def __init__(self) -> None:
         super().__init__()

@@ -25,8 +25,8 @@ from tests.trainers.callbacks import (
 )
 from trainers.config import ModelConfig
 from trainers.config_io import from_dict
-from trainers.model import DeepTransformer
-from trainers.run import train
+from trainers.model.transformer import DeepTransformer
+from trainers.training.run import train
 
 HERE = Path(__file__).parent
 # One block, d_model 8, pointer chasing over 7 symbols (vocabulary 8): a few KB.

@@ -1,0 +1,411 @@
+"""The memory plan of one training step on one device: what the parameters, their gradients, the
+optimizer's state and one micro-batch's activations take, estimated from the configuration alone.
+
+Torch-free, so that ``nas spaces`` and the sweep driver can plan every cell before anything is
+built. The activation terms count what the implementation saves for its backward (read from the
+code and held to ``torch.autograd.graph.saved_tensors_hooks`` and a profiled peak on a CPU,
+``benchmarks/memory_plan.py``), per token, in two kinds of element:
+
+* **wide**: the residual stream and what the norms keep of it, the depth softmax's logits, the
+  loss: float32 under mixed precision (the embedding is float32, and adding a bfloat16 output to
+  it stays float32);
+* **narrow**: what a matrix product reads and writes (the normed inputs, queries, keys, values,
+  the MLP's hidden layer, a wiring's stored sources): bfloat16 under mixed precision.
+
+Every term is per device: sharding over the workers divides the parameters, their gradients and
+the optimizer's state, and a micro-batch's activations do not depend on the worker count.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from trainers import catalogue
+from trainers.config import Checkpointing, ModelConfig, RunConfig, micro_steps
+from trainers.model.placement import PLACEMENTS
+
+ADAM_STATES = 2  # AdamW's exp_avg and exp_avg_sq, each the parameter's size and dtype
+# Sites per AttnRes phase-1 group (trainers.residual.attnres.full.GROUP_SIZE, which a test holds
+# this to): phase 1 keeps each group's weights over the sources present at its start.
+ATTNRES_GROUP = 8
+
+
+@dataclass(frozen=True, kw_only=True)
+class Bytes:
+    """Bytes per element of each kind under one precision."""
+
+    param: int  # a parameter, its gradient and each optimizer state
+    wide: int  # the stream and what the norms and the softmaxes keep
+    narrow: int  # the matrix products' inputs and outputs
+    weight_copy: int  # the half-precision copy autocast makes of each weight (0: none)
+
+
+PRECISION_BYTES: dict[str, Bytes] = {
+    "32-true": Bytes(param=4, wide=4, narrow=4, weight_copy=0),
+    "64-true": Bytes(param=8, wide=8, narrow=8, weight_copy=0),
+    "bf16-mixed": Bytes(param=4, wide=4, narrow=2, weight_copy=2),
+    "16-mixed": Bytes(param=4, wide=4, narrow=2, weight_copy=2),
+    "bf16-true": Bytes(param=2, wide=2, narrow=2, weight_copy=0),
+}
+# The loss is taken in at least float32 (trainers.model.loss): half-precision logits are raised
+# to it, float64 logits keep their precision.
+LOSS_BYTES = 4
+
+
+@dataclass(frozen=True, kw_only=True)
+class Tokens:
+    """Per-token element counts of one group of activations."""
+
+    wide: float = 0.0
+    narrow: float = 0.0
+
+    def __add__(self, other: Tokens) -> Tokens:
+        return Tokens(wide=self.wide + other.wide, narrow=self.narrow + other.narrow)
+
+    def times(self, k: float) -> Tokens:
+        return Tokens(wide=self.wide * k, narrow=self.narrow * k)
+
+    def bytes(self, b: Bytes) -> float:
+        return self.wide * b.wide + self.narrow * b.narrow
+
+
+@dataclass(frozen=True, kw_only=True)
+class MemoryPlan:
+    """Bytes one device holds at the peak of a training step (the backward's start, when every
+    saved activation is alive and, from the second micro-batch on, the gradients too)."""
+
+    params: int
+    grads: int
+    optimizer: int
+    weight_copies: int  # autocast's half-precision weights, or a sharded model's gathered block
+    activations: int  # one micro-batch: the branches, the wiring's depth state, the backward's
+    depth_state: int  # the part of ``activations`` the wiring keeps across depth
+    logits: int  # the loss over vocab x tokens: saved log-probabilities and their gradients
+    micro_batch: int  # sequences per forward on this device
+    workers: int
+    sharded: bool
+    precision: str  # resolved: never 'auto'
+
+    @property
+    def total(self) -> int:
+        return (
+            self.params
+            + self.grads
+            + self.optimizer
+            + self.weight_copies
+            + self.activations
+            + self.logits
+        )
+
+    @property
+    def states(self) -> int:
+        """Gradients and optimizer state: what ``nas spaces`` shows beside the parameters."""
+        return self.grads + self.optimizer
+
+
+def resolved_precision(precision: str, gpu: bool) -> str:
+    """'auto' as ``trainers.training.run.resolve_precision`` resolves it: bf16-mixed on a GPU,
+    32-true on a CPU."""
+    if precision != "auto":
+        return precision
+    return "bf16-mixed" if gpu else "32-true"
+
+
+def memory_plan(
+    cfg: RunConfig, workers: int = 1, sharded: bool = False, gpu: bool = True
+) -> MemoryPlan:
+    """The per-device plan of ``cfg`` trained data-parallel over ``workers`` (parameters sharded
+    over them when ``sharded``: FSDP), on GPUs (``gpu``: what 'auto' precision resolves to).
+    ValueError when the global batch does not split evenly (``trainers.config.micro_steps``)."""
+    m, t = cfg.model, cfg.train
+    micro_steps(t, workers)  # the split's own error
+    micro = t.micro_batch or t.batch_size // workers
+    precision = resolved_precision(t.precision, gpu)
+    b = PRECISION_BYTES[precision]
+    params = param_count(m)
+    per_device = -(-params // workers) if sharded and workers > 1 else params
+    tokens = micro * m.seq_len
+    depth = depth_state(m, t.checkpointing).bytes(b) * tokens
+    acts = activation_tokens(m, t.checkpointing).bytes(b) * tokens + fixed_elements(m) * b.wide
+    return MemoryPlan(
+        params=per_device * b.param,
+        grads=per_device * b.param,
+        optimizer=per_device * b.param * ADAM_STATES,
+        weight_copies=_weight_copies(m, params, b, sharded and workers > 1),
+        activations=round(acts + depth),
+        depth_state=round(depth),
+        logits=round(logits_tokens(m) * max(LOSS_BYTES, b.wide) * tokens),
+        micro_batch=micro,
+        workers=workers,
+        sharded=sharded,
+        precision=precision,
+    )
+
+
+# ---- parameters ---------------------------------------------------------------------------------
+
+
+def param_count(m: ModelConfig) -> int:
+    """Distinct parameters: the plain model's (embeddings, head, sublayers, norms) plus what the
+    wiring, the attention variant and the placement add (their catalogue formulas)."""
+    d, bias = m.d_model, m.bias
+    attention = 4 * d * d + (4 * d if bias else 0)
+    mlp = 2 * d * m.mlp_hidden + (m.mlp_hidden + d if bias else 0)
+    embeddings = m.vocab_size * d * (1 if m.tie_embeddings else 2)
+    embeddings += m.seq_len * d if m.pos == "learned" else 0
+    norms = _norm_slots(m) * _norm_params(m)
+    extra = 0
+    for entry in (catalogue.wiring(m.residual), catalogue.attention(m.attention)):
+        extra += entry.params(m) if entry.params is not None else 0
+    return embeddings + m.n_layers * (attention + mlp) + norms + extra
+
+
+def _norm_params(m: ModelConfig) -> int:
+    return m.d_model * (2 if m.norm == "layernorm" else 1)
+
+
+def _norm_slots(m: ModelConfig) -> int:
+    """Norms in the model: each block's filled slots (twice: attention and MLP; MUDD's extra key
+    and value input norms are the wiring's parameters) and the final norm."""
+    placement = PLACEMENTS.get(m.placement)
+    per_block = (placement.slots(m, i) for i in range(m.n_layers))
+    filled = sum(2 * (s.norm_in + s.norm_out + s.post_main) for s in per_block)
+    return filled + (1 if placement.final_norm else 0)
+
+
+def _weight_copies(m: ModelConfig, params: int, b: Bytes, sharded: bool) -> int:
+    """Autocast's half-precision copy of every weight a product reads, cached through the forward
+    and saved for the backward; sharded (FSDP), also one gathered block and the next (its
+    prefetch) in the parameters' dtype."""
+    copies = params * b.weight_copy
+    if not sharded:
+        return copies
+    block = (params - m.vocab_size * m.d_model) / max(m.n_layers, 1)
+    return round(copies + 2 * block * b.param)
+
+
+# ---- activations --------------------------------------------------------------------------------
+
+
+def activation_tokens(m: ModelConfig, checkpointing: Checkpointing) -> Tokens:
+    """Per-token elements of one micro-batch's activations outside the wiring's depth state: the
+    sublayers' branches (all they save, or under checkpointing only their inputs plus one branch
+    recomputed at a time), the sites' post-merge norms and extras, the final norm and the
+    backward's working gradients of the stream."""
+    placement = PLACEMENTS.get(m.placement)
+    d = m.d_model
+    branches, sites = Tokens(), _site_extras(m)
+    for i in range(m.n_layers):
+        slots = placement.slots(m, i)
+        inputs = 3 if m.residual == "mudd" and i > 0 else 1  # MUDD's q, k, v inputs
+        branches += _attention(m, slots.norm_in, inputs) + _mlp(m, slots.norm_in)
+        branches += _out_norm(m).times(2 * slots.norm_out)
+        sites += _post_norm(m).times(2 * slots.post_main)
+    if checkpointing == "sublayer":
+        largest = max(_attention(m, True, 1), _mlp(m, True), key=lambda t: t.wide + t.narrow)
+        inputs = m.n_sublayers + (2 * (m.n_layers - 1) if m.residual == "mudd" else 0)
+        branches = Tokens(wide=inputs * d) + largest
+    final = 2 * d + _norm(m, d).wide if placement.final_norm else d  # its input, the head's
+    if m.residual == "mudd":
+        final -= d  # its input is the last aggregation's, the wiring's
+    working = Tokens(wide=2 * d)  # the stream's gradient and one sublayer's
+    return branches + sites + Tokens(wide=final) + working
+
+
+def _norm(m: ModelConfig, width: int) -> Tokens:
+    """What a norm on a ``width``-wide input keeps besides the input: RMSNorm its normalized
+    input and 1/rms; LayerNorm its mean and 1/std."""
+    if m.norm == "rmsnorm":
+        return Tokens(wide=width + 1)
+    return Tokens(wide=2)
+
+
+def _attention(m: ModelConfig, norm_in: bool, inputs: int) -> Tokens:
+    """An attention branch: its input (the stream; MUDD's three are the wiring's), the input
+    norms and the products' inputs (the stream itself where no norm precedes: under mixed
+    precision that misses its half-precision copy), the fused q, k, v, the rotated q and k, the
+    output and its projection's input (a view of the output without rotation), and the softmax's
+    log-sum-exp per head (SDPA's flash kernels keep no T x T scores)."""
+    d = m.d_model
+    stream = d if inputs == 1 else 0
+    rope = 2 * d if m.pos == "rope" else 0
+    if not norm_in:
+        return Tokens(wide=stream + m.n_heads, narrow=3 * d + rope + d + (d if rope else 0))
+    norms = _norm(m, d).times(inputs)
+    narrow = inputs * d + 3 * d + rope + d + (d if rope else 0)
+    return norms + Tokens(wide=stream + m.n_heads, narrow=narrow)
+
+
+def _mlp(m: ModelConfig, norm_in: bool) -> Tokens:
+    """An MLP branch: its input, the input norm and the product's input (the input itself where
+    no norm precedes), the hidden layer before and after the GELU."""
+    hidden = Tokens(wide=m.d_model, narrow=2 * m.mlp_hidden)
+    if not norm_in:
+        return hidden
+    return _norm(m, m.d_model) + Tokens(narrow=m.d_model) + hidden
+
+
+def _out_norm(m: ModelConfig) -> Tokens:
+    """A norm on the branch output (sandwich) keeps that output."""
+    return Tokens(narrow=m.d_model) + _norm(m, m.d_model)
+
+
+def _post_norm(m: ModelConfig) -> Tokens:
+    """A norm on the stream after the merge (post, Mix-LN's first blocks) keeps the sum; it is
+    the site's, outside the branch, so checkpointing keeps it too."""
+    return Tokens(wide=m.d_model) + _norm(m, m.d_model)
+
+
+def _site_extras(m: ModelConfig) -> Tokens:
+    """What a wiring's sites keep per sublayer beyond the plain residual's add, which keeps
+    nothing: a scaled branch output keeps the output (ReZero, LAuReL-RW), LAuReL-LR its
+    rank-r projection."""
+    d, s = m.d_model, m.n_sublayers
+    if m.residual in ("rezero", "rezero_shared", "laurel_rw"):
+        return Tokens(narrow=s * d)
+    if m.residual == "laurel_lr":
+        return Tokens(narrow=s * m.laurel_rank)
+    return Tokens()
+
+
+def depth_state(m: ModelConfig, checkpointing: Checkpointing = "none") -> Tokens:
+    """Per-token elements the wiring keeps across depth, outside every branch (checkpointing
+    does not touch them): nothing for a single stream; AttnRes's stored sources and their
+    logits at every site (and, from the backward's start, a gradient of each); n streams per
+    sublayer for Hyper-Connections and mHC; DenseFormer's and MUDD's stacked block outputs."""
+    kind = m.residual
+    if kind in ("attnres", "block_attnres"):
+        return _attnres(m)
+    if kind in ("hyper", "mhc", "mhc_lite"):
+        return _streams(m)
+    if kind == "denseformer":
+        return _denseformer(m)
+    if kind == "mudd":
+        return _mudd(m)
+    return Tokens()
+
+
+def _attnres(m: ModelConfig) -> Tokens:
+    """Buffered (the default switches, ``depth_buffer``): values (B, T, S, d), logits (B, T, S,
+    sites) and 1/rms of the S stored sources, a gradient buffer of the values and the logits
+    (allocated by the backward's first mix), phase 1's weights per group; Block AttnRes also keeps
+    per sublayer the difference its pair mix saves. The plain path (other switches, Delta
+    AttnRes) stacks every source at every site instead."""
+    d, sites = m.d_model, m.n_sublayers + 1
+    blocks = len(m.attnres_block_sizes) if m.residual == "block_attnres" else m.n_sublayers
+    stored = blocks + 1
+    if not _buffered(m):
+        stacked = sum(range(2, sites + 1)) if m.residual == "attnres" else sites * stored
+        return Tokens(narrow=(stacked + stored) * d, wide=sites * stored)
+    values = Tokens(narrow=2 * stored * d)
+    logits = Tokens(wide=2 * stored * sites + stored)
+    if m.residual == "block_attnres":  # every site but a block's first mixes the partial sum
+        pairs = Tokens(narrow=(m.n_sublayers - blocks) * d)
+        return values + logits + Tokens(wide=_group_weights(m)) + pairs
+    return values + logits + Tokens(wide=_group_weights(m) + _merge_weights(m))
+
+
+def _buffered(m: ModelConfig) -> bool:
+    """Whether the buffered two-phase path serves ``m`` (``DepthMixer.buffered``): replacement
+    routing with a static query and one channel group."""
+    static = m.attnres_query == "static"
+    return m.attnres_sources == "outputs" and static and m.attnres_heads == 1
+
+
+def _group_weights(m: ModelConfig) -> int:
+    """Phase 1's weights kept per token: each group's sites over the sources stored at its
+    start. Full AttnRes: groups of ``ATTNRES_GROUP`` sites, site j reading j + 1 sources; Block
+    AttnRes: one group per block, over the embedding and the summaries before it."""
+    sites = m.n_sublayers + 1
+    if m.residual == "block_attnres":
+        sizes = m.attnres_block_sizes
+        return sum(size * (b + 1) for b, size in enumerate(sizes)) + len(sizes) + 1
+    starts = range(0, sites, ATTNRES_GROUP)
+    return sum(min(ATTNRES_GROUP, sites - s) * (s + 1) for s in starts)
+
+
+def _merge_weights(m: ModelConfig) -> int:
+    """Full AttnRes's phase 2: the site r places past its group's start keeps its merge's 1 + r
+    weights."""
+    sites = m.n_sublayers + 1
+    return sum(1 + (j % ATTNRES_GROUP) for j in range(sites) if j % ATTNRES_GROUP)
+
+
+def _streams(m: ModelConfig) -> Tokens:
+    """Per sublayer: the n streams the read-and-mix product keeps and the branch output the
+    write keeps (the first site's streams are the embedding, expanded: one copy); mHC also its
+    maps: the Sinkhorn iterations' n x n matrices (two per half-step) and the projections'
+    logits; mHC-lite its n! permutation weights."""
+    n, d, s = m.hc_streams, m.d_model, m.n_sublayers
+    first = Tokens(narrow=-(n - 1) * d)
+    per = Tokens(narrow=(n + 1) * d)
+    if m.residual == "hyper" and m.hc_dynamic:
+        per += Tokens(wide=2 * n * d + 3 * n + n * n)
+    if m.residual == "mhc":
+        per += Tokens(wide=n * n * (4 * m.mhc_sinkhorn_iters + 1) + _maps(n, n * n))
+    if m.residual == "mhc_lite":
+        per += Tokens(wide=_maps(n, _factorial(n)) + 2 * _factorial(n))
+    return per.times(s) + first
+
+
+def _maps(n: int, res_logits: int) -> int:
+    """mHC's map logits per token: the projection's output and its scaled copy (2n + the mixing
+    logits each), the two sigmoids' outputs, the read row with the mixing matrix."""
+    return 2 * (2 * n + res_logits) + 2 * n + (n + 1) * n + 4
+
+
+def _factorial(n: int) -> int:
+    out = 1
+    for k in range(2, n + 1):
+        out *= k
+    return out
+
+
+def _denseformer(m: ModelConfig) -> Tokens:
+    """After each averaging block i, the stack of the outputs it reads, saved by the weighted
+    sum: sum over blocks of (floor(i/k) + 1) d."""
+    k, p = m.dense_dilation, m.dense_period
+    stacked = sum(len(range(i % k, i + 1, k)) for i in range(1, m.n_layers + 1) if i % p == 0)
+    return Tokens(narrow=stacked * m.d_model)
+
+
+def _mudd(m: ModelConfig) -> Tokens:
+    """After block i: the stack of its S sources and the C mixed streams (saved by the weighted
+    sum and by the next attention's norms), the weight generator's normalized input, its hidden
+    layer before and after the GELU, and the C x S weights."""
+    d, total = m.d_model, 0.0
+    for i in range(m.n_layers):
+        streams, sources, hidden = catalogue.mudd_shape(m, i)
+        total += (sources + streams + 2) * d + 2 * hidden + streams * sources
+    return Tokens(narrow=total)
+
+
+def fixed_elements(m: ModelConfig) -> int:
+    """Activations that do not grow with the tokens: each mHC site's three projections,
+    concatenated into one matrix for one product, and each static Hyper-Connections site's read
+    row and mixing matrix, kept for their backward."""
+    n = m.hc_streams
+    if m.residual == "hyper" and not m.hc_dynamic:
+        return m.n_sublayers * (n + 1) * n
+    if m.residual not in ("mhc", "mhc_lite"):
+        return 0
+    res = n * n if m.residual == "mhc" else _factorial(n)
+    return m.n_sublayers * n * m.d_model * (2 * n + res)
+
+
+def logits_tokens(m: ModelConfig) -> int:
+    """Per-token elements of the loss at the backward's start, in at least float32 (float64
+    under 64-true): the saved log-probabilities, their gradient and the logits' gradient,
+    vocab_size each."""
+    return 3 * m.vocab_size
+
+
+# ---- reading sizes ------------------------------------------------------------------------------
+
+
+def gib(n: float) -> str:
+    """Bytes as a short human figure: ``1.5 GiB``, ``320 MiB``, ``12 KiB``."""
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= size:
+            return f"{n / size:.3g} {unit}" if n < 100 * size else f"{n / size:,.0f} {unit}"
+    return f"{int(n)} B"

@@ -1,0 +1,231 @@
+"""The depth-wise softmax shared by Full and Block AttnRes (Kimi Team 2026, arXiv 2603.15031).
+
+At mixing site j, with static pseudo-query w_j and key-norm gain g_j, over sources v_0..v_{S-1}:
+
+    a_{j,i} = softmax_i( w_j . RMSNorm_{g_j}(v_i) ),    x_j = sum_i a_{j,i} v_i
+
+No temperature. Values stay raw; only the keys are normalized.
+
+Three rewrites of the same function make it cheap. (1) ``RMSNorm_g(v) . w = (v / rms(v)) . (g *
+w)``: the gains fold into the queries, so a source's key ``v / rms(v)`` is computed once. (2) The
+queries do not depend on the input, so when a source is created its logits against *every* site are
+one matrix product, ``key @ Q^T``; a site then gathers scalars instead of multiplying stacked keys.
+(3) The paper's two-phase schedule (Algorithm 1): the sites are cut into groups; at a group's first
+site, every site of the group is mixed over the sources present then in one batched product (phase
+1), and each site merges the few sources added since with an exact online-softmax merge (phase 2).
+
+Two implementations of that schedule compute the same function: ``depth_buffer.BufferedSources``
+(preallocated buffers and a hand-written backward, the default) and ``StackedSources`` here
+(plain autograd, which ``torch.compile`` can trace; also the reference the tests hold the fast
+one to).
+
+Both also serve three of Table 4's switches (``depth_mixing`` computes every switch directly),
+since none makes the query depend on the input: raw keys (``attnres_key_norm=none``: no 1/rms, no
+gain, so the logit is linear in the source), a window (``attnres_window``: which stored source a
+site reads is fixed by the wiring, so the logits outside it are written as -inf once, when the
+source arrives, and every gate gives them weight zero) and sigmoid gates (``attnres_gate``: each
+weight is sigmoid(l) on its own, so phase 1 is a weighted sum and the merge adds the recent
+sources' terms to it, with no normalization to carry).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from trainers.residual import probe
+
+Weights = Callable[[], Tensor]  # a site's weights over its sources, (B, T, S), on demand
+
+
+class Sources(Protocol):
+    """What both implementations (and ``depth_mixing.PlainSources``) offer the wirings; ``kind``
+    names the weights for the mixing probe."""
+
+    @property
+    def kind(self) -> str: ...
+
+    def append(self, y: Tensor) -> None: ...
+
+    def sources(self) -> list[Tensor]: ...
+
+    def mix(self, site: int, extra: Tensor | None = None) -> tuple[Tensor, Weights]: ...
+
+
+def unit_rms(v: Tensor, eps: float) -> Tensor:
+    """``v / rms(v)``: the key of a source before the per-site gain."""
+    return F.rms_norm(v, (v.shape[-1],), eps=eps)
+
+
+def source_logits(y: Tensor, queries: Tensor, eps: float | None) -> Tensor:
+    """(B, T, n_sites): one source's logit at every site (gains folded into ``queries``); raw
+    keys where ``eps`` is None."""
+    return (y if eps is None else unit_rms(y, eps)) @ queries.T
+
+
+def window_hidden(spans: tuple[int, ...], window: int, capacity: int) -> Tensor | None:
+    """(capacity, n_sites): True where stored source i lies outside site s's window, None when
+    no site hides any. Site s mixes ``spans[s]`` sources (the stored ones and, in Block AttnRes,
+    the partial sum last) and reads the embedding (i = 0) and the ``window`` newest, as
+    ``depth_mixing.window_mask`` does; window 0 is no window."""
+    if window == 0:
+        return None
+    i = torch.arange(capacity)[:, None]
+    hidden = (i > 0) & (i < torch.tensor(spans)[None, :] - window)
+    return hidden if bool(hidden.any()) else None
+
+
+class SiteParameters(nn.Module):
+    """Every mixing site's learned parameters, one row per site (the last row is the output
+    site), held flat under the model's own names whichever path mixes: a state dict loads into
+    every configuration that builds the same model. The paper's design has ``queries``
+    (pseudo-queries) and ``key_norm_weights`` (key-norm gains), 2*d per site, which the fast path
+    here reads; ``depth_mixing`` names what each Table 4 switch adds. None is weight-decayed:
+    decay would pull the mixing toward uniform."""
+
+    def __init__(self, initial: Mapping[str, Tensor]) -> None:
+        super().__init__()
+        for name, value in initial.items():
+            self.register_parameter(name, nn.Parameter(value))
+        self.no_weight_decay = tuple(initial)
+        self.register_load_state_dict_pre_hook(_current_names)
+
+    def param(self, name: str) -> Tensor:
+        """The parameter ``name``, typed (``getattr`` on a module is not); cheap, and traceable."""
+        return getattr(self, name)
+
+    def folded(self) -> Tensor:
+        """(n_sites, d): each site's query with its key-norm gain folded in."""
+        return self.param("queries") * self.param("key_norm_weights")
+
+
+# Where the plain path nested its parameters before one layout per model (issue 24):
+# ``score.queries``, ``score.query_proj``, ``score.source_logits``, ``score.keys.key_norm_weights``.
+_OLD_NESTING = ("score.keys.", "score.")
+
+
+def _current_names(module: nn.Module, state: dict[str, Any], prefix: str, *_: Any) -> None:
+    """Renames, in the state dict being loaded, the old nested names of ``module``'s parameters
+    to their flat ones, so checkpoints from before the change still load (strict included);
+    a name that is no parameter of ``module`` stays as it is, to be reported under its own."""
+    for key in [k for k in state if k.startswith(prefix)]:
+        rest = key[len(prefix) :]
+        old = next((o for o in _OLD_NESTING if rest.startswith(o)), None)
+        if old is not None and rest[len(old) :] in module._parameters:
+            state[prefix + rest[len(old) :]] = state.pop(key)
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """Where the phase-1 groups start: sorted site indices, the first one 0. Any grouping gives
+    the same function; it only moves work between the two phases."""
+
+    starts: tuple[int, ...]
+    n_sites: int
+
+    @staticmethod
+    def every(size: int, n_sites: int) -> Schedule:
+        return Schedule(tuple(range(0, n_sites, size)), n_sites)
+
+    # Plain loops, not bisect: torch.compile traces Python but breaks its graph on C builtins.
+    def is_start(self, site: int) -> bool:
+        return site in self.starts
+
+    def end(self, site: int) -> int:
+        """One past the last site of ``site``'s group."""
+        return next((s for s in self.starts if s > site), self.n_sites)
+
+
+def merged_weights(stacked: Tensor, parts: Tensor) -> Tensor:
+    """A site's weights over all its sources, from phase 1's weights over the stacked sources
+    (B, T, n) and the merge's weights (B, T, 1 + r): the first part is the stacked share."""
+    return torch.cat((parts[..., :1] * stacked, parts[..., 1:]), dim=-1)
+
+
+@dataclass
+class StackedSources:
+    """The schedule in plain autograd. Values are stacked token-first, (B, T, n, d), so ``@``
+    batches cleanly; new values wait in a short list and join the stack at the next group start
+    (restacking all of them at every site would copy O(L^2) tensors)."""
+
+    eps: float | None  # None: raw keys
+    queries: Tensor  # (n_sites, d), gains folded in
+    schedule: Schedule
+    hidden: Tensor | None = None  # (capacity, n_sites): ``window_hidden``
+    sigmoid: bool = False  # sigmoid gates instead of the softmax
+    values: Tensor | None = None  # (B, T, n, d)
+    logits: Tensor | None = None  # (B, T, n, n_sites): each stacked source against every site
+    recent: list[Tensor] = field(default_factory=list)
+    recent_logits: list[Tensor] = field(default_factory=list)  # (B, T, n_sites) each
+    group: tuple[int, Tensor, Tensor, Tensor] | None = None  # start, weights, lse, out
+
+    @property
+    def kind(self) -> str:
+        return "dwa" if self.sigmoid else "depth"  # as depth_mixing's gates name them
+
+    def append(self, y: Tensor) -> None:
+        logits = source_logits(y, self.queries, self.eps)
+        if self.hidden is not None:
+            index = len(self.recent) + (0 if self.values is None else self.values.shape[-2])
+            logits = logits.masked_fill(self.hidden[index], float("-inf"))
+        self.recent.append(y)
+        self.recent_logits.append(logits)
+
+    def sources(self) -> list[Tensor]:
+        stacked = [] if self.values is None else list(self.values.unbind(-2))
+        return stacked + self.recent
+
+    def _fold(self) -> None:
+        if not self.recent:
+            return
+        v, lg = torch.stack(self.recent, dim=-2), torch.stack(self.recent_logits, dim=-2)
+        self.values = v if self.values is None else torch.cat((self.values, v), dim=-2)
+        self.logits = lg if self.logits is None else torch.cat((self.logits, lg), dim=-2)
+        self.recent, self.recent_logits = [], []
+
+    def _phase1(self, site: int) -> tuple[Tensor, Tensor, Tensor]:
+        if self.schedule.is_start(site) or self.group is None:
+            self._fold()
+            assert self.values is not None and self.logits is not None
+            lg = self.logits[..., site : self.schedule.end(site)].transpose(-1, -2)  # (B,T,G,n)
+            weights = torch.sigmoid(lg) if self.sigmoid else torch.softmax(lg, dim=-1)
+            self.group = (site, weights, lg.logsumexp(-1), weights @ self.values)
+        start, weights, lse, out = self.group
+        i = site - start
+        return weights[..., i, :], lse[..., i], out[..., i, :]
+
+    def mix(self, site: int, extra: Tensor | None = None) -> tuple[Tensor, Weights]:
+        """Site ``site``'s input (B, T, d) and its weights over the sources in order;
+        ``extra`` is one more source, last, that is not stored (Block AttnRes's partial sum)."""
+        w1, lse1, out1 = self._phase1(site)
+        values = [out1, *self.recent]
+        logits = [lse1, *(lg[..., site] for lg in self.recent_logits)]
+        if extra is not None:
+            values.append(extra)
+            logits.append(source_logits(extra, self.queries[site : site + 1], self.eps)[..., 0])
+        if len(values) == 1:  # the group's first site: phase 1 is the whole answer
+            return out1, lambda: w1
+        parts = merge_gates(torch.stack(logits, dim=-1), self.sigmoid)  # (B, T, 1 + r)
+        out = (parts[..., None, :] @ torch.stack(values, dim=-2)).squeeze(-2)
+        return out, lambda: merged_weights(w1, parts)
+
+
+def merge_gates(logits: Tensor, sigmoid: bool) -> Tensor:
+    """Phase 2's weights from phase 1's log-sum-exp and the later sources' logits, (B, T, 1 + r):
+    a softmax over them, or with sigmoid gates phase 1's sum once and each later source's gate."""
+    if not sigmoid:
+        return torch.softmax(logits, dim=-1)
+    return torch.cat((torch.ones_like(logits[..., :1]), torch.sigmoid(logits[..., 1:])), dim=-1)
+
+
+def mix(sources: Sources, site: int, extra: Tensor | None = None) -> Tensor:
+    """Site ``site``'s input from either implementation, its weights reported to an open
+    mixing probe (computed only then)."""
+    x, weights = sources.mix(site, extra)
+    probe.report(sources.kind, site, weights)
+    return x

@@ -1,0 +1,121 @@
+"""A thin LightningModule around ``DeepTransformer``: loss, optimizer, schedule, logging."""
+
+from __future__ import annotations
+
+import copy
+import math
+from contextlib import nullcontext
+from typing import Any
+
+import lightning as L
+import torch
+from torch import Tensor
+
+from record.schema import Metric
+from trainers.config import RunConfig, TrainConfig, flatten
+from trainers.model.checkpointing import enable_checkpointing
+from trainers.model.loss import lm_loss
+from trainers.model.optim_groups import group_record, optimizer_groups, param_groups
+from trainers.model.transformer import DeepTransformer
+from trainers.training.accumulate import accumulate_gradients, micro_chunks
+
+__all__ = ["LanguageModelModule", "group_record", "lm_loss", "optimizer_groups", "param_groups"]
+
+
+def bits_per_byte(loss: Tensor, bytes_per_token: float) -> Tensor:
+    return loss / math.log(2) / bytes_per_token
+
+
+_EPOCH = "epoch_loop"  # the fit loop's training epoch, as Lightning names it in a checkpoint
+
+
+def lr_factor(step: int, cfg: TrainConfig) -> float:
+    """Linear warm-up to 1, then cosine decay to ``min_lr_ratio`` at ``max_steps``."""
+    if step < cfg.warmup_steps:
+        return (step + 1) / cfg.warmup_steps
+    span = max(1, cfg.max_steps - cfg.warmup_steps)
+    progress = min(1.0, (step - cfg.warmup_steps) / span)
+    cosine = 0.5 * (1 + math.cos(math.pi * progress))
+    return cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * cosine
+
+
+class LanguageModelModule(L.LightningModule):
+    """One optimizer step per training batch (this rank's share of the global batch), taken
+    by hand: the share is accumulated in ``train.micro_batch`` micro-batches, each loss scaled
+    by 1/k so that the summed gradient is the gradient of the share's mean loss; then the
+    gradient norm is clipped, the optimizer and the schedule step. Every count of steps
+    (Lightning's ``global_step``, validation, logging, callbacks) is one of optimizer steps."""
+
+    def __init__(self, cfg: RunConfig, bytes_per_token: float | None = None) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.bytes_per_token = bytes_per_token
+        self.model = DeepTransformer(cfg.model)
+        enable_checkpointing(self.model, cfg.train.checkpointing)
+        self.automatic_optimization = False  # training_step accumulates and steps itself
+        self.save_hyperparameters(flatten(cfg))  # dotted names, as MLflow records them
+
+    def forward(self, idx: Tensor) -> Tensor:
+        return self.model(idx)
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        """A checkpoint written while Lightning stepped the optimizer (before this module took
+        its steps by hand) counts them in the automatic loop's progress, while ``global_step``
+        now reads the manual loop's: carry the count over, or a resumed trial would start again
+        at step 0 and record its steps twice. Lightning restores the loops after this hook."""
+        loops = checkpoint.get("loops", {}).get("fit_loop", {})
+        auto = loops.get(f"{_EPOCH}.automatic_optimization.optim_progress")
+        manual = f"{_EPOCH}.manual_optimization.optim_step_progress"
+        if auto and not loops.get(manual, {}).get("total", {}).get("completed"):
+            loops[manual] = copy.deepcopy(auto["optimizer"]["step"])
+
+    def on_train_start(self) -> None:
+        """A parametrized run records its optimizer groups once (sp's two are the rule)."""
+        if self.cfg.model.parametrization == "sp" or self.logger is None:
+            return
+        groups = self.optimizers().optimizer.param_groups  # type: ignore[union-attr]
+        self.logger.log_metrics(group_record(groups, self.cfg.train), step=0)
+
+    def training_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> Tensor:
+        optimizer: Any = self.optimizers()
+        optimizer.zero_grad()
+        loss = accumulate_gradients(
+            self.model,
+            *batch,
+            self.cfg.train.micro_batch,
+            self.manual_backward,
+            # data-parallel: gradients are averaged over ranks once, at the last micro-batch
+            lambda last: nullcontext() if last else optimizer.toggle_model(sync_grad=False),
+        )
+        self._step(optimizer)
+        # sync_dist: data-parallel ranks log (and judge divergence by) the mean over the global
+        # batch, not their own share; on one device it is the value itself
+        self.log(Metric.TRAIN_LOSS, loss, prog_bar=True, sync_dist=True)
+        return loss
+
+    def _step(self, optimizer: Any) -> None:
+        """Clip the accumulated gradient's norm, step the optimizer, then the schedule."""
+        if self.cfg.train.grad_clip:
+            clip = self.cfg.train.grad_clip
+            self.clip_gradients(optimizer, gradient_clip_val=clip, gradient_clip_algorithm="norm")
+        optimizer.step()
+        self.lr_schedulers().step()  # type: ignore[union-attr]
+
+    def validation_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> None:
+        x, y = batch
+        # in micro-batches, as training holds them: a validation batch is a training batch's size
+        chunks = micro_chunks(x, y, self.cfg.train.micro_batch)
+        losses = [lm_loss(self.model(cx), cy) for cx, cy in chunks]
+        loss = losses[0] if len(losses) == 1 else torch.stack(losses).mean()
+        self.log(Metric.VAL_LOSS, loss, prog_bar=True, batch_size=len(x), sync_dist=True)
+        if self.bytes_per_token:
+            bpb = bits_per_byte(loss, self.bytes_per_token)
+            self.log(Metric.VAL_BPB, bpb, batch_size=len(x), sync_dist=True)
+
+    def configure_optimizers(self) -> Any:
+        t = self.cfg.train
+        fused = {"fused": True} if self.device.type == "cuda" else {}
+        groups = optimizer_groups(self.model, t)
+        optimizer = torch.optim.AdamW(groups, lr=t.lr, betas=(t.beta1, t.beta2), **fused)
+        schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_factor(s, t))
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
