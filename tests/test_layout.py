@@ -96,7 +96,10 @@ def test_the_rooms_form_no_circle() -> None:
 
 def test_the_check_sees_an_upward_import() -> None:
     """An import from the model into the training loop is what the check exists to refuse."""
-    graph = {"trainers.model.transformer": {"trainers.training.run"}, "trainers.training.run": set()}
+    graph = {
+        "trainers.model.transformer": {"trainers.training.run"},
+        "trainers.training.run": set(),
+    }
     assert crossings(graph) == [
         "trainers.model.transformer (model) imports trainers.training.run (training)"
     ]
