@@ -1,5 +1,6 @@
 """``nas data prepare``: tokenize a folder of documents into the shards ``data.source=shards``
-trains on (``trainers.corpus``; the format is in docs/data.md)."""
+trains on; ``nas data adopt``: make a folder of tokens another project wrote (llm.c,
+modded-nanogpt, nanoGPT) such a corpus in place (``trainers.corpus``; docs/data.md)."""
 
 from __future__ import annotations
 
@@ -48,6 +49,24 @@ def add_data_parser(sub: Any) -> None:
     )
     prep.add_argument("--no-progress", action="store_true", help="hide the progress bars")
     prep.set_defaults(run=run_prepare)
+    adopt = actions.add_parser(
+        "adopt",
+        help="train on a folder of llm.c / modded-nanogpt shards or nanoGPT's train.bin/val.bin",
+        description="Write manifest.json (and token_bytes.npy, where the tokenizer is known) "
+        "beside FOLDER's token files, copying none: llm.c / modded-nanogpt shards (*.bin, "
+        "headers 20240520 and 20240801, their split in their names) or nanoGPT's train.bin and "
+        "val.bin. Bits per byte needs the bytes of each token: from an llm.c tokenizer .bin, "
+        "nanoGPT's meta.pkl, a tokenizer.json or nanochat's token_bytes.pt, found in FOLDER or "
+        "named by --tokenizer. Train on it with --set data.source=shards --set data.path=FOLDER.",
+    )
+    adopt.add_argument("folder", metavar="FOLDER", type=Path, help="the folder of token files")
+    adopt.add_argument(
+        "--tokenizer",
+        type=Path,
+        metavar="FILE",
+        help="where each token's bytes are read from (default: the one tokenizer file in FOLDER)",
+    )
+    adopt.set_defaults(run=run_adopt)
 
 
 def run_prepare(args: argparse.Namespace) -> int:
@@ -65,4 +84,25 @@ def run_prepare(args: argparse.Namespace) -> int:
     )
     digest = prepare(cfg)
     print(f"{cfg.out}: manifest {digest}")
+    return 0
+
+
+def run_adopt(args: argparse.Namespace) -> int:
+    from trainers.corpus.adopt import adopt
+    from trainers.corpus.manifest import read_manifest
+
+    folder = args.folder.expanduser()
+    digest = adopt(folder, args.tokenizer.expanduser() if args.tokenizer else None)
+    m = read_manifest(folder)
+    splits = m.raw["splits"]
+    bpb = (
+        f"{m.val_bytes_per_token:.3f} bytes per validation token (bits per byte reported)"
+        if m.val_bytes_per_token is not None
+        else "tokenizer unknown: the loss is reported, not bits per byte"
+    )
+    print(
+        f"{folder}: manifest {digest}; {m.raw['adopted']['layout']} layout, "
+        f"{splits['train']['tokens']:,} train and {splits['val']['tokens']:,} validation tokens, "
+        f"vocabulary {m.vocab_size:,}; {bpb}"
+    )
     return 0

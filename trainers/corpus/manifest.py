@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -39,7 +40,7 @@ def _manifest_path(folder: Path) -> Path:
     if not path.is_file():
         raise ValueError(
             f"data.path: {folder} has no {MANIFEST}; 'shards' reads a folder written by "
-            "nas data prepare"
+            "nas data prepare or nas data adopt"
         )
     return path
 
@@ -52,13 +53,27 @@ def check_manifest(folder: Path, expected: str, why: str) -> None:
 
 
 @dataclass(frozen=True)
+class Stored:
+    """How an adopted file holds its tokens (``trainers.corpus.adopt``): where they start,
+    their type, and the digest of the file's two ends that each load checks. A prepared
+    corpus's shards have none: they are llm.c shards, read through their header."""
+
+    offset: int
+    dtype: str
+    ends: str
+
+
+@dataclass(frozen=True)
 class Manifest:
     """The parts of a manifest a reader needs; ``raw`` keeps the whole."""
 
     vocab_size: int
     shards: dict[str, list[tuple[str, int]]]  # split -> [(file, tokens)], in order
-    val_bytes_per_token: float  # sum of token_bytes over the validation tokens / their count
+    # sum of token_bytes over the validation tokens / their count; None when the tokenizer of an
+    # adopted corpus is unknown (no bits per byte)
+    val_bytes_per_token: float | None
     raw: dict[str, Any]
+    stored: dict[str, Stored]  # file -> its layout, for adopted files
 
 
 def read_manifest(folder: Path) -> Manifest:
@@ -66,17 +81,22 @@ def read_manifest(folder: Path) -> Manifest:
     try:
         raw = json.loads(path.read_text())
         shards: dict[str, list[tuple[str, int]]] = {"train": [], "val": []}
+        stored: dict[str, Stored] = {}
         for s in raw["shards"]:
             shards[s["split"]].append((str(s["file"]), int(s["tokens"])))
+            if "offset" in s:
+                stored[str(s["file"])] = Stored(int(s["offset"]), str(s["dtype"]), str(s["ends"]))
         val = raw["splits"]["val"]
-        return Manifest(
-            int(raw["tokenizer"]["vocab_size"]),
-            shards,
-            float(val["token_bytes"]) / max(1, int(val["tokens"])),
-            raw,
+        per_token = (
+            None
+            if val["token_bytes"] is None
+            else float(val["token_bytes"]) / max(1, int(val["tokens"]))
         )
+        return Manifest(int(raw["tokenizer"]["vocab_size"]), shards, per_token, raw, stored)
     except (json.JSONDecodeError, KeyError, TypeError, ValueError) as err:
-        raise ValueError(f"{path}: not a manifest nas data prepare wrote ({err!r})") from None
+        raise ValueError(
+            f"{path}: not a manifest nas data prepare or nas data adopt wrote ({err!r})"
+        ) from None
 
 
 def write_manifest(folder: Path, content: dict[str, Any]) -> str:
@@ -84,7 +104,12 @@ def write_manifest(folder: Path, content: dict[str, Any]) -> str:
     text = json.dumps(
         {"format": FORMAT, "version": FORMAT_VERSION, **content}, indent=2, sort_keys=True
     )
-    (folder / MANIFEST).write_text(text + "\n")
+    tmp = folder / f".{MANIFEST}.tmp{os.getpid()}"  # a reader never sees half a manifest
+    try:
+        tmp.write_text(text + "\n")
+        os.replace(tmp, folder / MANIFEST)
+    finally:
+        tmp.unlink(missing_ok=True)
     return manifest_hash(folder)
 
 

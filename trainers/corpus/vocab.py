@@ -29,7 +29,7 @@ META = "meta.pkl"
 NOT_A_PICKLE = (pickle.UnpicklingError, TypeError, EOFError, IndexError, KeyError, ValueError)
 
 
-class _PlainData(pickle.Unpickler):
+class PlainData(pickle.Unpickler):
     """Unpickles plain data only (dicts, lists, strings, numbers): a ``meta.pkl`` that names a
     class or function is refused instead of run."""
 
@@ -45,7 +45,7 @@ def meta_vocab(folder: Path) -> int | None:
         return None
     try:
         with path.open("rb") as f:
-            meta = _PlainData(f).load()
+            meta = PlainData(f).load()
         vocab = meta.get("vocab_size") if isinstance(meta, dict) else None
         if isinstance(vocab, bool) or not isinstance(vocab, int) or vocab < 2:
             raise TypeError(f"vocab_size {vocab!r}; expected an int >= 2")

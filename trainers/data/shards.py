@@ -1,5 +1,6 @@
-"""A corpus ``nas data prepare`` wrote (``trainers.corpus``): token shards per split, memory-mapped
-and read as one array each, with bits per byte from ``token_bytes`` whatever the tokenizer."""
+"""A corpus ``nas data prepare`` wrote or ``nas data adopt`` adopted (``trainers.corpus``): token
+files per split, memory-mapped and read as one array each, with bits per byte from
+``token_bytes`` whatever the tokenizer (where an adopted corpus's tokenizer is known)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from pathlib import Path
 import numpy as np
 
 from trainers.config import DataConfig
-from trainers.corpus.manifest import check_manifest, read_manifest
+from trainers.corpus.adopt import ends_digest
+from trainers.corpus.manifest import Stored, check_manifest, read_manifest
 from trainers.corpus.shard import open_shard
 from trainers.data.source import SOURCES, DataSource, TokenCorpus
 
@@ -36,12 +38,29 @@ class Concatenated:
         return np.concatenate(pieces) if pieces else self.parts[0][:0]
 
 
-def _split(folder: Path, files: list[tuple[str, int]], split: str) -> np.ndarray | Concatenated:
+def _open(path: Path, stored: Stored | None) -> np.ndarray:
+    """A file's tokens, memory-mapped: a prepared shard through its header; an adopted file where
+    its manifest says they start, once its two ends are still those it was adopted with."""
+    if stored is None:
+        return open_shard(path)
+    if not path.is_file() or ends_digest(path) != stored.ends:
+        raise ValueError(
+            f"data.path: {path} changed since the folder was adopted (or is gone); adopt the "
+            "folder again (nas data adopt) to train on what is there now"
+        )
+    dtype = np.dtype(stored.dtype).newbyteorder("<")
+    count = (path.stat().st_size - stored.offset) // dtype.itemsize
+    return np.memmap(path, dtype=dtype, mode="r", offset=stored.offset, shape=(count,))
+
+
+def _split(
+    folder: Path, files: list[tuple[str, int]], split: str, stored: dict[str, Stored]
+) -> np.ndarray | Concatenated:
     if not files:
         raise ValueError(f"data.path: {folder} has no {split} shard in its manifest")
     parts = []
     for name, count in files:
-        tokens = open_shard(folder / name)
+        tokens = _open(folder / name, stored.get(name))
         if len(tokens) != count:
             raise ValueError(
                 f"data.path: {folder / name} holds {len(tokens)} tokens; its manifest says {count}"
@@ -55,7 +74,8 @@ def load_shards(cfg: DataConfig) -> DataSource:
     folder = Path(cfg.path).expanduser()
     check_manifest(folder, cfg.manifest, "it was prepared again since this configuration was built")
     m = read_manifest(folder)
-    train, val = (_split(folder, m.shards[s], s) for s in ("train", "val"))
+    train, val = (_split(folder, m.shards[s], s, m.stored) for s in ("train", "val"))
     # The mean of token_bytes over the validation tokens: bits per byte is then the validation
-    # loss over ln 2 times it (trainers.training.module.bits_per_byte; docs/data.md).
+    # loss over ln 2 times it (trainers.training.module.bits_per_byte; docs/data.md). None for an
+    # adopted corpus whose tokenizer is unknown: no bits per byte.
     return TokenCorpus("shards", train, val, m.vocab_size, m.val_bytes_per_token, str(folder))
