@@ -4,8 +4,9 @@ owned-field and switch rules, ``trainers.flops``' per-wiring counts, the report'
 fields and arm labels, the benchmark arms and the tables of ``docs/variants.md``.
 
 An entry holds facts, not code that runs a model: its name, the placements it is defined for,
-the config fields it reads beyond the shared ones (``owns``; their defaults are the config's),
-its label segments, its FLOP formula, its extra-parameter formula and its paper. The module that
+the config fields it reads beyond the shared ones (``owns``: each with its bounds where read and
+whether a configuration that does not read it keeps a value set away from its default; the
+defaults are the config's), its label segments, its FLOP formula, its extra-parameter formula and its paper. The module that
 implements it is found in its registry (``trainers.residual``, ``trainers.attention``...) by the
 same name; a test holds the two together.
 
@@ -77,6 +78,11 @@ class ModelConfig(Protocol):
 
 
 Formula = Callable[[ModelConfig], int]
+# A bound of an owned field: a number, or a function of the configuration (at most d_model...).
+Bound = float | Callable[[ModelConfig], float]
+
+# Blocks (Transformer layers) a configuration may have: the range of model.n_layers.
+MAX_LAYERS = 1024
 
 TRAIN = 3  # forward + backward of a product whose two operands both need gradients
 TRAIN_CONST = 2  # ... whose other operand is a constant (the backward computes one gradient)
@@ -99,6 +105,29 @@ _DENSE_ALPHA_1 = "its stream's update grows as depth^+0.35 at alpha 1; Depth-muP
 # LayerNorm Scaling's 1/sqrt(l) input scale is a depth rule of its own, which the depth
 # parametrizations' m_L^-alpha branch multiplier would compound: not yet checked with them.
 PARAMETRIZED_NORM_SCALINGS = ("none",)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Owned:
+    """A config field an entry reads beyond the shared axes. Where a configuration reads it, its
+    value lies in [low, high] (``None``: unbounded; ``why`` says what the bound protects). Where
+    it does not, an explicit setting away from the default is refused, unless ``kept``: records
+    and checkpoints written before that rule hold such values, and a ``ModelConfig`` keeps them
+    (a sweep and ``nas train`` still refuse them: ``trainers.identity``)."""
+
+    field: str
+    low: Bound | None = None
+    high: Bound | None = None
+    kept: bool = False
+    why: str = ""
+
+    def bounds(self, cfg: ModelConfig) -> tuple[float | None, float | None]:
+        """(low, high) for ``cfg``."""
+        return _bound(self.low, cfg), _bound(self.high, cfg)
+
+
+def _bound(bound: Bound | None, cfg: ModelConfig) -> float | None:
+    return bound(cfg) if callable(bound) else bound
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -134,9 +163,10 @@ class Entry:
     name: str
     paper: str  # short citation
     summary: str = ""  # the docs table's "update" column
-    owns: tuple[str, ...] = ()  # config fields read by this entry (and refused or kept elsewhere)
+    owns: tuple[Owned, ...] = ()  # config fields read by this entry (and refused or kept elsewhere)
     label: tuple[LabelPart, ...] = ()
     flops: Formula | None = None  # training FLOPs per token it adds; None: no matrix product
+    flops_text: str = "0"  # the docs table's "extra FLOPs per token" column
     params: Formula | None = None  # parameters it adds; None: no formula (see params_text)
     params_text: str = "0"  # the docs table's "extra parameters" column
     arms: tuple[Arm, ...] = ()
@@ -153,6 +183,11 @@ class Wiring(Entry):
 
     placements: tuple[str, ...]  # the placements it is defined for, the usual one first
     paper_norm: str | None = None  # the norm type its paper fixes (the built-in arms run it)
+    # Elements per token each site keeps for the backward beyond the plain residual's add, which
+    # keeps nothing: a branch output scaled by a learned weight keeps that output (the weight's
+    # gradient reads it). None: nothing. trainers.memory_plan reads it; its depth state (AttnRes's
+    # sources, the streams) is that module's own.
+    site_keeps: Formula | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -371,17 +406,42 @@ def _mudd_params(cfg: ModelConfig) -> int:
 
 # ---- the entries --------------------------------------------------------------------------------
 
+
+def _d_model(cfg: ModelConfig) -> float:
+    return cfg.d_model
+
+
+def _d_model_int(cfg: ModelConfig) -> int:
+    """One d-wide vector per token: a scaled branch output."""
+    return cfg.d_model
+
+
+def _n_layers(cfg: ModelConfig) -> float:
+    return cfg.n_layers
+
+
+def _n_sublayers(cfg: ModelConfig) -> float:
+    return cfg.n_sublayers
+
+
 _SWITCH_FIELDS = (
-    "attnres_key_norm",
-    "attnres_gate",
-    "attnres_query",
-    "attnres_heads",
-    "attnres_window",
-    "attnres_sources",
-    "attnres_query_rank",
-    "attnres_query_lr",
+    Owned(field="attnres_key_norm"),
+    Owned(field="attnres_gate"),
+    Owned(field="attnres_query"),
+    Owned(field="attnres_heads"),
+    Owned(field="attnres_window", low=0, high=2 * MAX_LAYERS + 1),
+    Owned(field="attnres_sources"),
+    Owned(field="attnres_query_rank", low=1, high=_d_model),
+    Owned(field="attnres_query_lr"),
 )
+# Hyper-Connections', mHC's and mHC-lite's streams; mHC-lite learns one weight per permutation of
+# them, n! (120 at n = 5, 720 at 6).
+_HC_STREAMS = Owned(field="hc_streams", low=1, high=64, kept=True)
+MHC_LITE_MAX_STREAMS = 5
 _ATTNRES = "Kimi Team 2026, arXiv 2603.15031"
+_ATTNRES_FLOPS = (
+    "3 · Σ_sites (2Hd · S + 2d · S + 2Hd² with `attnres_query` input; no logits with scalar)"
+)
 
 # Why each wiring has the placements it has:
 # - AttnRes mixes sources with weights that sum to one, which is the residual sum's function only
@@ -421,6 +481,7 @@ WIRINGS: tuple[Wiring, ...] = (
         "is without norms)",
         params=lambda cfg: cfg.n_sublayers,
         params_text="2L",
+        site_keeps=_d_model_int,
         arms=(
             _arm("rezero", residual="rezero", placement="none"),
             _arm("rezero_pre", residual="rezero"),
@@ -434,6 +495,7 @@ WIRINGS: tuple[Wiring, ...] = (
         "(the official code's form), α = 0 at init",
         params=lambda cfg: cfg.n_layers,
         params_text="L",
+        site_keeps=_d_model_int,
         arms=(_arm("rezero_shared", residual="rezero_shared", placement="none"),),
     ),
     Wiring(
@@ -455,6 +517,7 @@ WIRINGS: tuple[Wiring, ...] = (
         "and every earlier sublayer output; an output site mixes all before the final norm",
         owns=_SWITCH_FIELDS,
         flops=_attnres_flops,
+        flops_text=_ATTNRES_FLOPS,
         params=_attnres_params,
         params_text="(4L + 2)·d (design switches: below)",
         arms=(_arm("attnres", residual="attnres"),),
@@ -468,9 +531,10 @@ WIRINGS: tuple[Wiring, ...] = (
         summary="Block AttnRes: plain sums inside `attnres_blocks` = N balanced blocks of "
         "sublayers (S = 2L/N each when N divides 2L; see below otherwise), the same softmax "
         "across the block summaries and the current partial sum",
-        owns=("attnres_blocks", *_SWITCH_FIELDS),
+        owns=(Owned(field="attnres_blocks", low=1, high=_n_sublayers, kept=True), *_SWITCH_FIELDS),
         label=(LabelPart(template="N={}", fields=("attnres_blocks",), whole=False, lead=True),),
         flops=_attnres_flops,
+        flops_text=_ATTNRES_FLOPS,
         params=_attnres_params,
         params_text="(4L + 2)·d",
         arms=(_arm("block_attnres", residual="block_attnres"),),
@@ -483,8 +547,9 @@ WIRINGS: tuple[Wiring, ...] = (
         summary="Hyper-Connections: n copies H; h = A_mᵀH, H ← A_rᵀH + B⊗f(h); static init A_m "
         "one-hot at (sublayer mod n), A_r = I, B = 1; with `hc_dynamic`, each map adds "
         "s·tanh(Norm(H)W) (W = 0, s = 0.01 at init); output = Σ copies",
-        owns=("hc_streams", "hc_dynamic"),
+        owns=(_HC_STREAMS, Owned(field="hc_dynamic", kept=True)),
         flops=_hyper_flops,
+        flops_text="3 · 2L · 2n(n + 1)d (read and mix); dynamic + 3 · 2L · 2nd(n + 2)",
         params=_hyper_params,
         params_text="static 2L·(n² + 2n); dynamic 2L·(n² + 2n + (n + 3)·d + 2) with an RMSNorm "
         "(LayerNorm: one more d)",
@@ -501,8 +566,9 @@ WIRINGS: tuple[Wiring, ...] = (
         summary="mHC: X ← H_res X + H_postᵀ f(H_pre X); maps from the RMS-normalized flattened "
         "n·d stream, α·(x̃W) + b with α = 0.01 and W = 0 at init; H_pre = σ(·), H_post = 2σ(·), "
         "H_res = Sinkhorn–Knopp(exp(·)), `mhc_sinkhorn_iters` = 20",
-        owns=("hc_streams", "mhc_sinkhorn_iters"),
+        owns=(_HC_STREAMS, Owned(field="mhc_sinkhorn_iters", low=1, high=1000, kept=True)),
         flops=_mhc_flops,
+        flops_text="3 · 2L · (2nd(2n + n²) + 2n(n + 1)d); Sinkhorn's normalizations are sums",
         params=_mhc_params,
         params_text="2L·(n²d(n + 2) + n² + 2n + 3)",
         arms=(_arm("mhc", residual="mhc"),),
@@ -516,8 +582,18 @@ WIRINGS: tuple[Wiring, ...] = (
         "a = softmax(α·(x̃W_res) + b_res) per token (W_res: n·d × n!), exactly doubly "
         "stochastic, no Sinkhorn; H_pre, H_post as `mhc`; b_res = 0 on the identity and −8 "
         "elsewhere; n = `hc_streams` ≤ 5",
-        owns=("hc_streams",),
+        owns=(
+            Owned(
+                field="hc_streams",
+                low=1,
+                high=MHC_LITE_MAX_STREAMS,
+                kept=True,
+                why="residual 'mhc_lite' learns a weight per permutation of the streams, n!",
+            ),
+        ),
         flops=_mhc_lite_flops,
+        flops_text="2L · (3 · (2nd(2n + n!) + 2n(n + 1)d) + 2 · 2n!n²) (the permutation "
+        "matrices are constants)",
         params=_mhc_lite_params,
         params_text="2L·(nd(2n + n!) + 2n + n! + 3)",
         arms=(_arm("mhc_lite", residual="mhc_lite"),),
@@ -531,7 +607,10 @@ WIRINGS: tuple[Wiring, ...] = (
         "block outputs X_j, j ≤ i, free scalars, identity at init (α_{i,i} = 1). k×p DenseFormer "
         "(`dense_dilation` = k, `dense_period` = p, both 1 by default): an average only after "
         "the blocks i ≡ 0 (mod p), over the X_j with j ≡ i (mod k); other blocks pass X_i on",
-        owns=("dense_dilation", "dense_period"),
+        owns=(
+            Owned(field="dense_dilation", low=1, high=_n_layers),
+            Owned(field="dense_period", low=1, high=_n_layers),
+        ),
         # k x p unless the full 1 x 1 (a record from before these fields ran 1 x 1)
         label=(
             LabelPart(
@@ -539,6 +618,7 @@ WIRINGS: tuple[Wiring, ...] = (
             ),
         ),
         flops=_denseformer_flops,
+        flops_text="3 · Σ_{i = p, 2p, … ≤ L} 2(⌊i/k⌋ + 1)d",
         params=_denseformer_params,
         params_text="Σ_{i = p, 2p, … ≤ L} (⌊i/k⌋ + 1); L(L + 3)/2 at 1×1",
         arms=(
@@ -556,6 +636,7 @@ WIRINGS: tuple[Wiring, ...] = (
         "at init (α = β = 1)",
         params=lambda cfg: 2 * cfg.n_sublayers,
         params_text="4L",
+        site_keeps=_d_model_int,
         arms=(_arm("laurel_rw", residual="laurel_rw"),),
     ),
     Wiring(
@@ -565,12 +646,14 @@ WIRINGS: tuple[Wiring, ...] = (
         summary="LAuReL-LR: x ← f(x) + x + x·A·B per sublayer (row vectors; the paper's B·A·x), "
         "A ∈ ℝ^{d×r}, B ∈ ℝ^{r×d}, r = `laurel_rank` (16); A column-orthogonal "
         "(A_{ij} = 1/√(rd) where i mod r = j), B = 0 at init",
-        owns=("laurel_rank",),
+        owns=(Owned(field="laurel_rank", low=1, high=_d_model),),
         # the rank always (a record from before the field ran r = 16)
         label=(LabelPart(template="r={}", fields=("laurel_rank",)),),
         flops=_laurel_lr_flops,
+        flops_text="3 · 2L · 4dr",
         params=lambda cfg: cfg.n_sublayers * 2 * cfg.d_model * cfg.laurel_rank,
         params_text="4L·r·d",
+        site_keeps=lambda cfg: cfg.laurel_rank,  # x·A, the rank-r projection
         arms=(_arm("laurel_lr", residual="laurel_lr"),),
     ),
     Wiring(
@@ -584,6 +667,8 @@ WIRINGS: tuple[Wiring, ...] = (
         "X_i at init (pre-norm's function); hidden width C·S (S = i + 2 sources, C = 4 "
         "streams); after the last block R only (C = 1) with hidden 4S",
         flops=_mudd_flops,
+        flops_text="3 · Σ_{i < L} (2d · CSe + 2CSe · CS + 2CSd), S = i + 2, C = 4 and e = 1 (the "
+        "last block: C = 1, e = 4)",
         params=_mudd_params,
         params_text="Σ_{S=2}^{L} 4S(d + 4S + 1) + (L + 1)(4d + 4L + 5) + 2(L − 1)·d (RMSNorm; "
         "LayerNorm: 2d per norm)",
@@ -608,7 +693,7 @@ PLACEMENTS: tuple[Placement, ...] = (
         name="mix",
         input_norm=False,  # its first blocks are post-norm
         paper="Li, Yin & Liu 2024, arXiv 2412.13795",
-        owns=("mix_ln_alpha",),
+        owns=(Owned(field="mix_ln_alpha", low=0.0, high=1.0, kept=True),),
     ),
     Placement(name="none", input_norm=False, paper=""),
 )
@@ -742,7 +827,7 @@ def _unchecked(parametrization: str, what: str) -> str:
 def switch_owners() -> tuple[str, ...]:
     """The wirings that read the AttnRes design switches (every one of them)."""
     fields = {s.field for s in SWITCHES}
-    return tuple(w.name for w in WIRINGS if fields <= set(w.owns))
+    return tuple(w.name for w in WIRINGS if fields <= {o.field for o in w.owns})
 
 
 def owners() -> dict[str, tuple[str, ...]]:
@@ -750,9 +835,28 @@ def owners() -> dict[str, tuple[str, ...]]:
     catalogue order (wirings first)."""
     out: dict[str, tuple[str, ...]] = {}
     for entry in (*WIRINGS, *PLACEMENTS, *ATTENTIONS):
-        for name in entry.owns:
-            out[name] = (*out.get(name, ()), entry.name)
+        for owned in entry.owns:
+            out[owned.field] = (*out.get(owned.field, ()), entry.name)
     return out
+
+
+def refused_unread() -> tuple[str, ...]:
+    """The owned fields a configuration that does not read them refuses away from their
+    default (every one not ``kept``), once each, in catalogue order."""
+    refused = {o.field: None for e in (*WIRINGS, *PLACEMENTS, *ATTENTIONS) for o in e.owns}
+    kept = {o.field for e in (*WIRINGS, *PLACEMENTS, *ATTENTIONS) for o in e.owns if o.kept}
+    return tuple(name for name in refused if name not in kept)
+
+
+def entries(cfg: ModelConfig) -> tuple[Entry, ...]:
+    """The catalogue entries a configuration is built of: its residual, placement, attention."""
+    return wiring(cfg.residual), placement(cfg.placement), attention(cfg.attention)
+
+
+def names(group: Sequence[Entry]) -> tuple[str, ...]:
+    """The names of a group of entries (``WIRINGS``...), in catalogue order: the values its config
+    field accepts."""
+    return tuple(e.name for e in group)
 
 
 def wiring_fields() -> tuple[str, ...]:
@@ -773,6 +877,10 @@ def arms() -> dict[str, dict[str, object]]:
 # ---- the docs' tables (docs/variants.md carries them; a test holds the two equal) -------------
 
 
+# trainers.flops' count of what an entry adds (docs/report.md, "Compute", gives the convention).
+_FLOPS_COLUMN = "extra training FLOPs per token"
+
+
 def _row(cells: tuple[str, ...]) -> str:
     return "| " + " | ".join(cells) + " |"
 
@@ -784,15 +892,21 @@ def _table(header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> str:
 def wirings_markdown() -> str:
     """The residual wirings table of ``docs/variants.md``."""
     rows = [
-        (f"`{w.name}`", w.summary, w.paper, ", ".join(w.placements), w.params_text) for w in WIRINGS
+        (f"`{w.name}`", w.summary, w.paper, ", ".join(w.placements), w.params_text, w.flops_text)
+        for w in WIRINGS
     ]
-    return _table(("name", "update", "paper", "placements", "extra parameters"), rows)
+    header = ("name", "update", "paper", "placements", "extra parameters", _FLOPS_COLUMN)
+    return _table(header, rows)
 
 
 def attentions_markdown() -> str:
     """The attention variants table of ``docs/variants.md``."""
-    rows = [(f"`{a.name}`", a.summary, a.paper, "every wiring", a.params_text) for a in ATTENTIONS]
-    return _table(("name", "update", "paper", "valid with", "extra parameters"), rows)
+    rows = [
+        (f"`{a.name}`", a.summary, a.paper, "every wiring", a.params_text, a.flops_text)
+        for a in ATTENTIONS
+    ]
+    header = ("name", "update", "paper", "valid with", "extra parameters", _FLOPS_COLUMN)
+    return _table(header, rows)
 
 
 def parametrizations_markdown() -> str:

@@ -1,12 +1,12 @@
 """Typed, frozen, validated configuration: one field per architecture or training choice.
 
-Each closed set is a ``Literal`` whose values are registry keys (``trainers.residual``,
-``trainers.residual.attnres.depth_mixing``, ``trainers.model.placement``, ``trainers.model.norms``,
-``trainers.data``); a test keeps them in sync. What each residual wiring, placement, attention
-variant and AttnRes switch is (its placements, the fields it owns) is read from
-``trainers.catalogue``, whose names the residual, placement and attention Literals list (tested).
-This module imports no torch so that search spaces, the CLI and the reports can validate and read
-configurations cheaply.
+Each closed set is a ``Literal`` whose values are registry keys (``trainers.model.norms``,
+``trainers.residual.attnres.depth_mixing``, ``trainers.data``); a test keeps them in sync. The residual
+wiring, the norm placement and the attention variant are the catalogue's entries
+(``trainers.catalogue``): their fields accept the catalogue's names, and what each entry is (its
+placements, the fields it owns, their bounds and whether an unread one is refused) is read from
+it. This module imports no torch so that search spaces, the CLI and the reports can validate and
+read configurations cheaply.
 """
 
 from __future__ import annotations
@@ -19,29 +19,18 @@ from typing import Any, Literal, get_args
 from trainers import catalogue
 from trainers.identity import refusal, unread_fields
 
-ResidualName = Literal[
-    "standard",
-    "rezero",
-    "rezero_shared",
-    "deepnorm",
-    "attnres",
-    "block_attnres",
-    "hyper",
-    "mhc",
-    "mhc_lite",
-    "denseformer",
-    "laurel_rw",
-    "laurel_lr",
-    "mudd",
-]
-PlacementName = Literal["pre", "post", "sandwich", "mix", "none"]
+# The residual wirings, norm placements and attention variants are the catalogue's entries,
+# named once there: their fields are typed ``str`` (a Literal cannot be computed from the catalogue
+# and still be read by mypy), checked against these names at construction, and listed by
+# ``nas train --help`` and the type errors through the field's ``choices``.
+RESIDUAL_NAMES: tuple[str, ...] = catalogue.names(catalogue.WIRINGS)
+PLACEMENT_NAMES: tuple[str, ...] = catalogue.names(catalogue.PLACEMENTS)
 NormName = Literal["layernorm", "rmsnorm"]
 NormScaling = Literal["none", "lns"]
 # Attention variants (registry keys in trainers.attention): what happens inside every attention.
-AttentionName = Literal["standard", "value_residual", "value_residual_learned"]
+ATTENTION_NAMES: tuple[str, ...] = catalogue.names(catalogue.ATTENTIONS)
 PositionName = Literal["learned", "rope"]
-# AttnRes design switches (the paper's Table 4); registry keys in
-# trainers.residual.attnres.depth_mixing.
+# AttnRes design switches (the paper's Table 4); registry keys in trainers.residual.attnres.depth_mixing.
 KeyNormName = Literal["rmsnorm", "none"]
 GateName = Literal["softmax", "sigmoid"]
 QueryName = Literal[
@@ -65,20 +54,16 @@ VALID_PLACEMENTS: dict[str, tuple[str, ...]] = {w.name: w.placements for w in ca
 # LayerNorm Scaling scales the norm on a sublayer's input, so it needs one there.
 LNS_PLACEMENTS = tuple(p.name for p in catalogue.PLACEMENTS if p.input_norm)
 
-MAX_LAYERS = 1024
-# mHC-lite learns one weight per permutation of the streams: n! of them (120 at n = 5, 720 at 6).
-MHC_LITE_MAX_STREAMS = 5
+MAX_LAYERS = catalogue.MAX_LAYERS
 
 # The one rule for a field a configuration does not read (trainers.identity.READERS says who
 # reads what): a sweep gives it its default (trainers.identity.normalized), and an explicit
 # setting of it is refused with trainers.identity.refusal's line. A ModelConfig itself refuses
-# these fields away from their default where they are unread; it keeps the others (such as
-# attnres_blocks or hc_streams), which records and checkpoints written before the rule hold.
+# these fields away from their default where they are unread: every owned field its catalogue
+# entries do not mark ``kept`` (such as attnres_blocks or hc_streams, which records and
+# checkpoints written before the rule hold), and the parametrization's own.
 REFUSED_UNREAD: tuple[str, ...] = (
-    "laurel_rank",
-    "dense_dilation",
-    "dense_period",
-    *(s.field for s in catalogue.SWITCHES),
+    *catalogue.refused_unread(),
     "base_width",
     "base_depth",
     "depth_alpha",
@@ -87,6 +72,11 @@ REFUSED_UNREAD: tuple[str, ...] = (
 
 def _help(text: str, default: Any) -> Any:
     return field(default=default, metadata={"help": text})
+
+
+def _named(text: str, default: str, choices: tuple[str, ...]) -> Any:
+    """A field naming a catalogue entry: its help, and the names it accepts."""
+    return field(default=default, metadata={"help": text, "choices": choices})
 
 
 def _choices(section: str, name: str, value: object, allowed: tuple[str, ...]) -> None:
@@ -104,6 +94,22 @@ def _at_least(section: str, name: str, value: float, low: float) -> None:
 def _in_range(section: str, name: str, value: float, low: float, high: float) -> None:
     if not low <= value <= high:
         raise ValueError(f"{section}.{name}: {value!r} is out of range; allowed: {low} to {high}")
+
+
+def _owned_in_range(
+    owned: catalogue.Owned, value: Any, low: float | None, high: float | None
+) -> None:
+    if (low is None or value >= low) and (high is None or value <= high):
+        return
+    allowed = (
+        f"{low} to {high}"
+        if low is not None and high is not None
+        else f">= {low}"
+        if low is not None
+        else f"<= {high}"
+    )
+    why = f" ({owned.why})" if owned.why else ""
+    raise ValueError(f"model.{owned.field}: {value!r} is out of range{why}; allowed: {allowed}")
 
 
 def balanced_partition(n_sublayers: int, n_blocks: int) -> tuple[int, ...]:
@@ -137,15 +143,16 @@ class ModelConfig:
     tie_embeddings: bool = _help("Share the token embedding with the LM head.", True)
     pos: PositionName = _help("Positions: 'learned' absolute embeddings or 'rope' rotary.", "rope")
     rope_base: float = _help("Rotary base frequency.", 10000.0)
-    residual: ResidualName = _help(
-        "How sublayer outputs are combined (the residual wiring).", "standard"
+    residual: str = _named(
+        "How sublayer outputs are combined (the residual wiring).", "standard", RESIDUAL_NAMES
     )
-    placement: PlacementName = _help("Where norms sit around each sublayer.", "pre")
-    attention: AttentionName = _help(
+    placement: str = _named("Where norms sit around each sublayer.", "pre", PLACEMENT_NAMES)
+    attention: str = _named(
         "Attention variant, with any residual wiring: 'standard'; 'value_residual' (ResFormer: "
         "every later attention's values are 1/2 V_1 + 1/2 its own, V_1 the first layer's); "
         "'value_residual_learned' (the same two weights learned per layer, from 1/2).",
         "standard",
+        ATTENTION_NAMES,
     )
     norm: NormName = _help("Normalization layer.", "rmsnorm")
     norm_eps: float = _help("Epsilon of every norm (also AttnRes key norms).", 1e-6)
@@ -260,12 +267,12 @@ class ModelConfig:
 
     def __post_init__(self) -> None:
         s = "model"
-        _choices(s, "residual", self.residual, get_args(ResidualName))
-        _choices(s, "placement", self.placement, get_args(PlacementName))
+        _choices(s, "residual", self.residual, RESIDUAL_NAMES)
+        _choices(s, "placement", self.placement, PLACEMENT_NAMES)
         _choices(s, "norm", self.norm, get_args(NormName))
         _choices(s, "pos", self.pos, get_args(PositionName))
         _choices(s, "norm_scaling", self.norm_scaling, get_args(NormScaling))
-        _choices(s, "attention", self.attention, get_args(AttentionName))
+        _choices(s, "attention", self.attention, ATTENTION_NAMES)
         _at_least(s, "vocab_size", self.vocab_size, 2)
         _at_least(s, "d_model", self.d_model, 1)
         _at_least(s, "n_heads", self.n_heads, 1)
@@ -291,23 +298,12 @@ class ModelConfig:
                 f"{s}.placement: {self.placement!r} is not defined for residual "
                 f"{self.residual!r}; choose one of: {', '.join(VALID_PLACEMENTS[self.residual])}"
             )
-        if self.residual == "block_attnres":
-            _in_range(s, "attnres_blocks", self.attnres_blocks, 1, self.n_sublayers)
         if self.norm_scaling == "lns" and self.placement not in LNS_PLACEMENTS:
             raise ValueError(
                 f"{s}.norm_scaling: 'lns' scales the sublayer input norm, which placement "
                 f"{self.placement!r} does not have; use placement {' or '.join(LNS_PLACEMENTS)}"
             )
         self._check_attnres_switches()
-        _in_range(s, "hc_streams", self.hc_streams, 1, 64)
-        if self.residual == "mhc_lite" and self.hc_streams > MHC_LITE_MAX_STREAMS:
-            raise ValueError(
-                f"{s}.hc_streams: {self.hc_streams} is too many for residual 'mhc_lite', which "
-                f"learns a weight per permutation of the streams (n!); allowed: 1 to "
-                f"{MHC_LITE_MAX_STREAMS}"
-            )
-        _in_range(s, "mhc_sinkhorn_iters", self.mhc_sinkhorn_iters, 1, 1000)
-        _in_range(s, "mix_ln_alpha", self.mix_ln_alpha, 0.0, 1.0)
         self._check_parametrization()
         self._check_unread_fields()
 
@@ -342,7 +338,6 @@ class ModelConfig:
                 f"{s}.attnres_query_lr: {self.attnres_query_lr} is not allowed; "
                 "allowed: a positive finite multiple of train.lr"
             )
-        _in_range(s, "attnres_window", self.attnres_window, 0, 2 * MAX_LAYERS + 1)
         if self.attnres_heads < 1 or self.d_model % self.attnres_heads:
             divisors = [h for h in range(1, self.d_model + 1) if self.d_model % h == 0]
             raise ValueError(
@@ -351,17 +346,16 @@ class ModelConfig:
             )
 
     def _check_unread_fields(self) -> None:
-        """The wiring's own counts in range where they are read; each of ``REFUSED_UNREAD`` at
-        its default where it is not."""
+        """Each of ``REFUSED_UNREAD`` at its default where it is not read; each field the
+        configuration's catalogue entries own within that entry's bounds where it is read."""
         unread = unread_fields(self)
-        # dilation and period: at most n_layers
-        high = {"laurel_rank": self.d_model, "attnres_query_rank": self.d_model}
-        for name in ("laurel_rank", "dense_dilation", "dense_period", "attnres_query_rank"):
-            if name not in unread:
-                _in_range("model", name, getattr(self, name), 1, high.get(name, self.n_layers))
         for name in unread:
             if name in REFUSED_UNREAD and getattr(self, name) != MODEL_DEFAULTS[name]:
                 raise ValueError(refusal(self, name))
+        for entry in catalogue.entries(self):
+            for owned in entry.owns:
+                if owned.field not in unread:
+                    _owned_in_range(owned, getattr(self, owned.field), *owned.bounds(self))
 
     @property
     def attnres_switched(self) -> bool:
@@ -645,7 +639,7 @@ def valid_wirings() -> list[tuple[str, str, str, str]]:
     """Every valid (residual, placement, norm, norm_scaling): what the contract tests run over."""
     return [
         (r, p, n, sc)
-        for r in get_args(ResidualName)
+        for r in RESIDUAL_NAMES
         for p in VALID_PLACEMENTS[r]
         for n in get_args(NormName)
         for sc in get_args(NormScaling)
@@ -656,12 +650,12 @@ def valid_wirings() -> list[tuple[str, str, str, str]]:
 def validity_matrix_markdown() -> str:
     """The residual x placement validity table (every norm is valid wherever a cell is; 'lns'
     wherever the placement is pre or sandwich)."""
-    placements = get_args(PlacementName)
+    placements = PLACEMENT_NAMES
     lines = [
         "| residual | " + " | ".join(placements) + " |",
         "| --- | " + " | ".join("---" for _ in placements) + " |",
     ]
-    for r in get_args(ResidualName):
+    for r in RESIDUAL_NAMES:
         cells = ("yes" if p in VALID_PLACEMENTS[r] else "—" for p in placements)
         lines.append(f"| `{r}` | " + " | ".join(cells) + " |")
     return "\n".join(lines)

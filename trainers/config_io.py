@@ -18,7 +18,14 @@ from trainers.corpus.vocab import vocab_from_data
 
 
 def _field_types(cls: type[Any]) -> dict[str, Any]:
-    return typing.get_type_hints(cls)
+    """Each field's type; a field naming a catalogue entry (typed ``str``, its names in its
+    ``choices``) as the ``Literal`` of those names, so its errors list them."""
+    types = typing.get_type_hints(cls)
+    literal: Any = Literal  # subscripted at run time with the names the catalogue gives
+    for f in dataclasses.fields(cls):
+        if "choices" in f.metadata:
+            types[f.name] = literal[f.metadata["choices"]]
+    return types
 
 
 def _type_name(tp: Any) -> str:

@@ -1,5 +1,5 @@
 """Rewrites the tables of ``docs/variants.md`` that are generated from the catalogue: the residual
-wirings, the attention variants and the validity matrix. ``python -m trainers.docs_tables`` after
+wirings, the attention variants, the validity matrix and the parametrization x residual table. ``python -m trainers.docs_tables`` after
 adding or changing a catalogue entry; ``tests/trainers/test_catalogue.py`` fails until it is run.
 
 Each table is found by its header row and replaced with what the code renders; the prose around
@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from trainers.catalogue import attentions_markdown, wirings_markdown
+from trainers.catalogue import attentions_markdown, parametrizations_markdown, wirings_markdown
 from trainers.config import validity_matrix_markdown
 
 VARIANTS = Path(__file__).resolve().parents[1] / "docs" / "variants.md"
@@ -19,7 +19,12 @@ VARIANTS = Path(__file__).resolve().parents[1] / "docs" / "variants.md"
 
 def tables() -> tuple[str, ...]:
     """The generated tables, each a block of Markdown table rows."""
-    return wirings_markdown(), attentions_markdown(), validity_matrix_markdown()
+    return (
+        wirings_markdown(),
+        attentions_markdown(),
+        validity_matrix_markdown(),
+        parametrizations_markdown(),
+    )
 
 
 def replaced(text: str, table: str) -> str:

@@ -74,8 +74,8 @@ def _owned(axis: str, entries: tuple[catalogue.Entry, ...]) -> dict[str, Reader]
     name of an entry that owns it."""
     names: dict[str, tuple[str, ...]] = {}
     for entry in entries:
-        for field_ in entry.owns:
-            names[field_] = (*names.get(field_, ()), entry.name)
+        for owned in entry.owns:
+            names[owned.field] = (*names.get(owned.field, ()), entry.name)
     return {field_: Reader(only={axis: owners}) for field_, owners in names.items()}
 
 

@@ -8,7 +8,6 @@ import dataclasses
 import subprocess
 import sys
 from pathlib import Path
-from typing import get_args
 
 import pytest
 
@@ -17,13 +16,13 @@ from trainers import catalogue, docs_tables
 from trainers.attention import ATTENTIONS
 from trainers.config import (
     MODEL_DEFAULTS,
-    AttentionName,
+    REFUSED_UNREAD,
     ModelConfig,
-    PlacementName,
-    ResidualName,
 )
-from trainers.model.placement import PLACEMENTS
+from trainers.config_io import from_dict
+from trainers.identity import READERS
 from trainers.model.transformer import DeepTransformer, num_params
+from trainers.model.placement import PLACEMENTS
 from trainers.residual import RESIDUALS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -47,19 +46,66 @@ def test_every_registry_module_has_an_entry_and_back(
 
 
 @pytest.mark.parametrize(
-    "literal,entries",
+    "axis,entries",
     [
-        (ResidualName, catalogue.WIRINGS),
-        (AttentionName, catalogue.ATTENTIONS),
-        (PlacementName, catalogue.PLACEMENTS),
+        ("residual", catalogue.WIRINGS),
+        ("attention", catalogue.ATTENTIONS),
+        ("placement", catalogue.PLACEMENTS),
     ],
     ids=["residual", "attention", "placement"],
 )
-def test_config_literals_are_the_catalogues_names(
-    literal: object, entries: tuple[catalogue.Entry, ...]
+def test_the_config_accepts_the_catalogues_names_and_no_other(
+    axis: str, entries: tuple[catalogue.Entry, ...]
 ) -> None:
-    """The config's typing Literals list the catalogue's names, in its order."""
-    assert get_args(literal) == tuple(e.name for e in entries)
+    """A config's residual, attention and placement take exactly the catalogue's names: each
+    entry's name builds (in a placement it is defined for), an unknown one is refused listing them
+    all, and ``--help``'s and a file's errors list the same names."""
+    for entry in entries:
+        placement = entry.placements[0] if isinstance(entry, catalogue.Wiring) else None
+        wiring = "standard" if axis == "placement" else None
+        given = {axis: entry.name, **({"placement": placement} if placement else {})}
+        if wiring and entry.name not in catalogue.wiring(wiring).placements:
+            given["residual"] = next(
+                w.name for w in catalogue.WIRINGS if entry.name in w.placements
+            )
+        assert getattr(ModelConfig(**given), axis) == entry.name  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=rf"model\.{axis}: 'nope' is not allowed") as err:
+        ModelConfig(**{axis: "nope"})  # type: ignore[arg-type]
+    assert str(err.value).endswith(", ".join(e.name for e in entries))
+    with pytest.raises(ValueError, match="expected one of " + ", ".join(catalogue.names(entries))):
+        from_dict({"model": {axis: 3}})
+
+
+def test_refused_unread_and_the_range_checks_are_the_catalogues() -> None:
+    """The fields a ModelConfig refuses where unread are the owned fields no entry keeps (and the
+    parametrization's own); a field several entries own is kept or refused by all of them; where
+    read, each owned field's bounds hold, named in the refusal, and its default lies within its
+    fixed bounds."""
+    declared: dict[str, set[bool]] = {}
+    for entry in (*catalogue.WIRINGS, *catalogue.PLACEMENTS, *catalogue.ATTENTIONS):
+        for owned in entry.owns:
+            declared.setdefault(owned.field, set()).add(owned.kept)
+            low, high = (b if not callable(b) else None for b in (owned.low, owned.high))
+            default = MODEL_DEFAULTS[owned.field]
+            assert (low is None or default >= low) and (high is None or default <= high)
+    assert all(len(kept) == 1 for kept in declared.values()), declared
+    refused = {name for name, kept in declared.items() if kept == {False}}
+    parametrization = {"base_width", "base_depth", "depth_alpha"}
+    assert set(REFUSED_UNREAD) == refused | parametrization
+    assert parametrization <= set(READERS)  # read by the parametrization, owned by no entry
+    for entry, field, value in (
+        ("laurel_lr", "laurel_rank", 17),  # at most d_model
+        ("denseformer", "dense_period", 3),  # at most n_layers
+        ("block_attnres", "attnres_blocks", 5),  # at most the sublayers
+        ("mhc_lite", "hc_streams", 6),  # its own bound, tighter than the field's
+        ("hyper", "hc_streams", 0),
+    ):
+        with pytest.raises(ValueError, match=rf"model\.{field}: {value} is out of range"):
+            tiny(residual=entry, **{field: value})  # type: ignore[arg-type]
+    tiny(residual="mhc", hc_streams=6)  # the field's own bound is wider than mhc_lite's
+    with pytest.raises(ValueError, match=r"model\.laurel_rank: 17 applies to residual 'laurel_lr'"):
+        tiny(residual="standard", laurel_rank=17)  # unread: refused, not range-checked
+    tiny(residual="standard", attnres_blocks=5)  # unread and kept: neither
 
 
 def test_owned_fields_and_label_fields_are_model_fields() -> None:
@@ -67,14 +113,15 @@ def test_owned_fields_and_label_fields_are_model_fields() -> None:
     reads only fields its entry owns; every switch is owned by its wirings."""
     fields = {f.name for f in dataclasses.fields(ModelConfig)}
     for entry in (*catalogue.WIRINGS, *catalogue.PLACEMENTS, *catalogue.ATTENTIONS):
-        assert set(entry.owns) <= fields - set(catalogue.AXES), entry.name
+        owned = {o.field for o in entry.owns}
+        assert owned <= fields - set(catalogue.AXES), entry.name
         for part in entry.label:
-            assert set(part.fields) <= set(entry.owns), entry.name
+            assert set(part.fields) <= owned, entry.name
     assert set(catalogue.AXES) <= fields
     assert {s.field for s in catalogue.SWITCHES} <= set(catalogue.owners())
     assert catalogue.switch_owners() == ("attnres", "block_attnres")
     for wiring in catalogue.WIRINGS:
-        assert set(wiring.placements) <= set(get_args(PlacementName)), wiring.name
+        assert set(wiring.placements) <= set(catalogue.names(catalogue.PLACEMENTS)), wiring.name
 
 
 def _standard(cfg: ModelConfig) -> ModelConfig:
@@ -163,18 +210,23 @@ def test_docs_tables_replace_only_their_table(tmp_path: Path) -> None:
     text = page.read_text()
     assert all(table in text for table in docs_tables.tables())
     assert [line for line in text.split("\n") if line.startswith("intro")] == [
-        "intro 0",
-        "intro 1",
-        "intro 2",
+        f"intro {i}" for i in range(len(stale))
     ]
 
 
-def test_readme_names_every_wiring_and_attention_variant() -> None:
-    """The README's model family lists every residual and attention variant by name."""
+def test_readme_points_to_the_generated_tables() -> None:
+    """The README's model family names no wiring list of its own: it links the residual and
+    attention tables of docs/variants.md, which are the catalogue's (the test above)."""
     readme = (ROOT / "README.md").read_text()
     family = readme.split("## The model family", 1)[1].split("\n## ", 1)[0]
-    for entry in (*catalogue.WIRINGS, *catalogue.ATTENTIONS):
-        assert f"`{entry.name}`" in family, entry.name
+    variants = (ROOT / "docs" / "variants.md").read_text()
+    for anchor, heading, table in (
+        ("residual-wirings-modelresidual", "## Residual wirings (`model.residual`)", 0),
+        ("attention-variants-modelattention", "## Attention variants (`model.attention`)", 1),
+    ):
+        assert f"(docs/variants.md#{anchor})" in family
+        section = variants.split(heading + "\n", 1)[1].split("\n## ", 1)[0]
+        assert docs_tables.tables()[table] in section
 
 
 def test_catalogue_and_config_import_no_torch() -> None:

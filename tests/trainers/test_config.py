@@ -12,15 +12,15 @@ import yaml
 
 from trainers.config import (
     ATTNRES_SWITCHES,
+    PLACEMENT_NAMES,
+    RESIDUAL_NAMES,
     VALID_PLACEMENTS,
     DataSource,
     GateName,
     KeyNormName,
     ModelConfig,
     NormName,
-    PlacementName,
     QueryName,
-    ResidualName,
     RunConfig,
     SourcesName,
     flatten,
@@ -59,9 +59,9 @@ def test_attnres_sources_match_their_implementations() -> None:
 
 def test_validity_matrix_covers_every_residual() -> None:
     """The validity matrix has a row per residual type, each naming known placements."""
-    assert set(VALID_PLACEMENTS) == set(get_args(ResidualName))
+    assert set(VALID_PLACEMENTS) == set(RESIDUAL_NAMES)
     for placements in VALID_PLACEMENTS.values():
-        assert set(placements) <= set(get_args(PlacementName))
+        assert set(placements) <= set(PLACEMENT_NAMES)
 
 
 def test_docs_show_the_validity_matrix_from_the_code() -> None:
@@ -69,12 +69,7 @@ def test_docs_show_the_validity_matrix_from_the_code() -> None:
     assert validity_matrix_markdown() in (ROOT / "docs" / "variants.md").read_text()
 
 
-INVALID = [
-    (r, p)
-    for r in get_args(ResidualName)
-    for p in get_args(PlacementName)
-    if p not in VALID_PLACEMENTS[r]
-]
+INVALID = [(r, p) for r in RESIDUAL_NAMES for p in PLACEMENT_NAMES if p not in VALID_PLACEMENTS[r]]
 
 
 @pytest.mark.parametrize("residual,placement", INVALID)
@@ -142,9 +137,7 @@ NEEDS = {"attnres_query_rank": {"attnres_query": "low_rank"}}
 NEEDS["attnres_query_lr"] = NEEDS["attnres_query_rank"]
 
 
-@pytest.mark.parametrize(
-    "residual", sorted(set(get_args(ResidualName)) - {"attnres", "block_attnres"})
-)
+@pytest.mark.parametrize("residual", sorted(set(RESIDUAL_NAMES) - {"attnres", "block_attnres"}))
 def test_attnres_switches_are_refused_where_there_is_no_depth_mixing(residual: str) -> None:
     """Each Table 4 switch set away from its default, on a wiring without AttnRes's depth
     mixing, raises naming that field; at its default it is accepted everywhere."""

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterator
-from typing import get_args
 
 import pytest
 import torch
@@ -41,7 +40,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
 from tests.trainers.conftest import tiny
-from trainers.config import AttentionName, ModelConfig, ResidualName
+from trainers.config import ATTENTION_NAMES, RESIDUAL_NAMES, ModelConfig
 from trainers.flops import (
     ATTENTION_FLOPS,
     TRAIN,
@@ -190,8 +189,8 @@ def test_buffered_attnres_is_within_its_bounds(residual: str) -> None:
 
 def test_every_wiring_and_attention_has_a_count() -> None:
     """A new residual or attention variant cannot be added without its FLOPs."""
-    assert set(WIRING_FLOPS) == set(get_args(ResidualName))
-    assert set(ATTENTION_FLOPS) == set(get_args(AttentionName))
+    assert set(WIRING_FLOPS) == set(RESIDUAL_NAMES)
+    assert set(ATTENTION_FLOPS) == set(ATTENTION_NAMES)
 
 
 def test_dense_and_head_are_six_per_weight() -> None:

@@ -4,7 +4,6 @@ and the model contract for the attention variants."""
 from __future__ import annotations
 
 import math
-from typing import get_args
 
 import pytest
 import torch
@@ -20,7 +19,7 @@ from tests.trainers.test_model_contract import (  # noqa: F401  (the contract, r
 )
 from trainers.attention import ATTENTIONS
 from trainers.attention.value_residual import MixFirstValues
-from trainers.config import AttentionName
+from trainers.config import ATTENTION_NAMES
 from trainers.model.transformer import Block, DeepTransformer
 
 EXACT = dict(d_model=32, n_heads=4, n_layers=4, norm_eps=1e-12)
@@ -56,7 +55,7 @@ def _set_lambdas(model: DeepTransformer, first: float, own: float) -> None:
 
 def test_attention_literal_matches_registry() -> None:
     """Every model.attention name has an implementation, and no implementation hides."""
-    assert set(get_args(AttentionName)) == set(ATTENTIONS.names())
+    assert set(ATTENTION_NAMES) == set(ATTENTIONS.names())
 
 
 def test_unknown_attention_is_rejected_with_the_choices() -> None:

@@ -258,14 +258,10 @@ def _post_norm(m: ModelConfig) -> Tokens:
 
 def _site_extras(m: ModelConfig) -> Tokens:
     """What a wiring's sites keep per sublayer beyond the plain residual's add, which keeps
-    nothing: a scaled branch output keeps the output (ReZero, LAuReL-RW), LAuReL-LR its
-    rank-r projection."""
-    d, s = m.d_model, m.n_sublayers
-    if m.residual in ("rezero", "rezero_shared", "laurel_rw"):
-        return Tokens(narrow=s * d)
-    if m.residual == "laurel_lr":
-        return Tokens(narrow=s * m.laurel_rank)
-    return Tokens()
+    nothing: its catalogue entry's ``site_keeps`` (a scaled branch output keeps the output, as
+    ReZero and LAuReL-RW do; LAuReL-LR its rank-r projection)."""
+    keeps = catalogue.wiring(m.residual).site_keeps
+    return Tokens(narrow=m.n_sublayers * keeps(m)) if keeps else Tokens()
 
 
 def depth_state(m: ModelConfig, checkpointing: Checkpointing = "none") -> Tokens:
