@@ -9,6 +9,7 @@ import dataclasses
 import pytest
 import torch
 
+from trainers import catalogue
 from trainers.config import ModelConfig, RunConfig, TrainConfig, valid_wirings
 from trainers.measure.memory_plan import (
     ATTNRES_GROUP,
@@ -119,7 +120,12 @@ def _saved_per_token(cfg: ModelConfig, checkpointing: str) -> float:
     return (sum(saved.values()) / 4 - fixed_elements(cfg)) / idx.numel()
 
 
-@pytest.mark.parametrize("residual", ("standard", "hyper", "denseformer", "rezero", "laurel_lr"))
+# The plain residual, a depth state of streams and one of stacked outputs, and every wiring whose
+# sites keep something (its catalogue entry's site_keeps).
+SAVED = ("standard", "hyper", "denseformer", *(w.name for w in catalogue.WIRINGS if w.site_keeps))
+
+
+@pytest.mark.parametrize("residual", SAVED)
 @pytest.mark.parametrize("checkpointing", ("none", "sublayer"))
 def test_the_activation_terms_are_what_the_forward_saves(residual: str, checkpointing: str) -> None:
     """Per token, the plan's branches and depth state are exactly the tensors the forward saves

@@ -378,9 +378,12 @@ def _mudd(m: ModelConfig) -> Tokens:
 
 def fixed_elements(m: ModelConfig) -> int:
     """Activations that do not grow with the tokens: each mHC site's three projections,
-    concatenated into one matrix for one product, and each static Hyper-Connections site's read
-    row and mixing matrix, kept for their backward."""
+    concatenated into one matrix for one product, each static Hyper-Connections site's read
+    row and mixing matrix, and each LAuReL-RW site's two weights (the softmax's output and its
+    scaled copy), kept for their backward."""
     n = m.hc_streams
+    if m.residual == "laurel_rw":
+        return m.n_sublayers * 2 * 2
     if m.residual == "hyper" and not m.hc_dynamic:
         return m.n_sublayers * (n + 1) * n
     if m.residual not in ("mhc", "mhc_lite"):
