@@ -456,6 +456,7 @@ _ATTNRES_FLOPS = (
 #   and at init both are pre-norm's plain residual.
 # - MUDDFormer feeds each attention separately normed query, key and value inputs and a residual
 #   stream, pre-norm in its paper and code; its init reproduces pre-norm.
+# - LayerScale scales each branch of a pre-norm block (CaiT's blocks are pre-norm).
 WIRINGS: tuple[Wiring, ...] = (
     Wiring(
         name="standard",
@@ -673,6 +674,18 @@ WIRINGS: tuple[Wiring, ...] = (
         params_text="Σ_{S=2}^{L} 4S(d + 4S + 1) + (L + 1)(4d + 4L + 5) + 2(L − 1)·d (RMSNorm; "
         "LayerNorm: 2d per norm)",
         arms=(_arm("mudd", residual="mudd"),),
+    ),
+    Wiring(
+        name="layerscale",
+        placements=("pre",),
+        paper='Touvron et al. 2021, "Going deeper with Image Transformers" (CaiT), arXiv '
+        "2103.17239 (§2, eq. 3)",
+        summary="LayerScale: x ← x + diag(λ)·f(x), λ ∈ ℝ^d learned per sublayer, every entry ε "
+        "at init: 0.1 up to L = 18 blocks, 10⁻⁵ up to 24 (the paper names 24 only), 10⁻⁶ deeper",
+        params=lambda cfg: cfg.n_sublayers * cfg.d_model,
+        params_text="2L·d",
+        site_keeps=_d_model_int,
+        arms=(_arm("layerscale", residual="layerscale"),),
     ),
 )
 
