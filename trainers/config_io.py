@@ -174,9 +174,15 @@ def build_config(config_file: str | None = None, overrides: Iterable[str] = ()) 
 
 
 def field_help() -> dict[str, str]:
-    """Dotted key to its help text, for ``nas train --help``."""
+    """Dotted key to its help text, for ``nas train --help``; a field naming a catalogue entry
+    lists the names it accepts."""
     return {
-        f"{s}.{f.name}": f"{f.metadata.get('help', '')} (default: {f.default!r})"
+        f"{s}.{f.name}": f"{f.metadata.get('help', '')} ({_accepted(f)}default: {f.default!r})"
         for s, cls in SECTIONS.items()
         for f in dataclasses.fields(cls)
     }
+
+
+def _accepted(f: dataclasses.Field[Any]) -> str:
+    choices = f.metadata.get("choices")
+    return f"one of: {', '.join(choices)}; " if choices else ""

@@ -19,7 +19,7 @@ from trainers.config import (
     REFUSED_UNREAD,
     ModelConfig,
 )
-from trainers.config_io import from_dict
+from trainers.config_io import field_help, from_dict
 from trainers.identity import READERS
 from trainers.model.transformer import DeepTransformer, num_params
 from trainers.model.placement import PLACEMENTS
@@ -74,6 +74,7 @@ def test_the_config_accepts_the_catalogues_names_and_no_other(
     assert str(err.value).endswith(", ".join(e.name for e in entries))
     with pytest.raises(ValueError, match="expected one of " + ", ".join(catalogue.names(entries))):
         from_dict({"model": {axis: 3}})
+    assert f"one of: {', '.join(catalogue.names(entries))};" in field_help()[f"model.{axis}"]
 
 
 def test_refused_unread_and_the_range_checks_are_the_catalogues() -> None:
