@@ -6,9 +6,9 @@ fields and arm labels, the benchmark arms and the tables of ``docs/variants.md``
 An entry holds facts, not code that runs a model: its name, the placements it is defined for,
 the config fields it reads beyond the shared ones (``owns``: each with its bounds where read and
 whether a configuration that does not read it keeps a value set away from its default; the
-defaults are the config's), its label segments, its FLOP formula, its extra-parameter formula and its paper. The module that
-implements it is found in its registry (``trainers.residual``, ``trainers.attention``...) by the
-same name; a test holds the two together.
+defaults are the config's), its label segments, its FLOP formula, its extra-parameter formula and
+its paper. The module that implements it is found in its registry (``trainers.residual``,
+``trainers.attention``...) by the same name; a test holds the two together.
 
 Torch-free and importing nothing else of the project, so that ``trainers.config`` can read it
 and ``reports``, ``search_spaces`` and the docs tests can import it cheaply. The formulas take a
@@ -185,8 +185,8 @@ class Wiring(Entry):
     paper_norm: str | None = None  # the norm type its paper fixes (the built-in arms run it)
     # Elements per token each site keeps for the backward beyond the plain residual's add, which
     # keeps nothing: a branch output scaled by a learned weight keeps that output (the weight's
-    # gradient reads it). None: nothing. trainers.memory_plan reads it; its depth state (AttnRes's
-    # sources, the streams) is that module's own.
+    # gradient reads it). None: nothing. trainers.measure.memory_plan reads it; its depth state
+    # (AttnRes's sources, the streams) is that module's own.
     site_keeps: Formula | None = None
 
 

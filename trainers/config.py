@@ -1,12 +1,12 @@
 """Typed, frozen, validated configuration: one field per architecture or training choice.
 
 Each closed set is a ``Literal`` whose values are registry keys (``trainers.model.norms``,
-``trainers.residual.attnres.depth_mixing``, ``trainers.data``); a test keeps them in sync. The residual
-wiring, the norm placement and the attention variant are the catalogue's entries
+``trainers.residual.attnres.depth_mixing``, ``trainers.data``); a test keeps them in sync. The
+residual wiring, the norm placement and the attention variant are the catalogue's entries
 (``trainers.catalogue``): their fields accept the catalogue's names, and what each entry is (its
-placements, the fields it owns, their bounds and whether an unread one is refused) is read from
-it. This module imports no torch so that search spaces, the CLI and the reports can validate and
-read configurations cheaply.
+placements, the fields it owns, their bounds and whether an unread one is refused) is read from it.
+This module imports no torch so that search spaces, the CLI and the reports can validate and read
+configurations cheaply.
 """
 
 from __future__ import annotations
@@ -30,7 +30,8 @@ NormScaling = Literal["none", "lns"]
 # Attention variants (registry keys in trainers.attention): what happens inside every attention.
 ATTENTION_NAMES: tuple[str, ...] = catalogue.names(catalogue.ATTENTIONS)
 PositionName = Literal["learned", "rope"]
-# AttnRes design switches (the paper's Table 4); registry keys in trainers.residual.attnres.depth_mixing.
+# AttnRes design switches (the paper's Table 4); registry keys in
+# trainers.residual.attnres.depth_mixing.
 KeyNormName = Literal["rmsnorm", "none"]
 GateName = Literal["softmax", "sigmoid"]
 QueryName = Literal[

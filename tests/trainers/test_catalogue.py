@@ -21,8 +21,8 @@ from trainers.config import (
 )
 from trainers.config_io import field_help, from_dict
 from trainers.identity import READERS
-from trainers.model.transformer import DeepTransformer, num_params
 from trainers.model.placement import PLACEMENTS
+from trainers.model.transformer import DeepTransformer, num_params
 from trainers.residual import RESIDUALS
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -14,8 +14,8 @@ from tests.trainers.conftest import assert_causal, tiny
 from trainers import catalogue
 from trainers.config import ModelConfig
 from trainers.flops import flops_per_token
-from trainers.model import DeepTransformer, num_params
-from trainers.optim_groups import param_groups
+from trainers.model.optim_groups import param_groups
+from trainers.model.transformer import DeepTransformer, num_params
 from trainers.residual import RESIDUALS
 
 Weights = dict[str, torch.Tensor]

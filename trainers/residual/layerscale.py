@@ -10,8 +10,8 @@ small epsilon. The paper fixes epsilon by depth (the number of blocks, ``n_layer
 depth 18, 1e-5 at depth 24 and 1e-6 beyond. It leaves depths 19 to 23 open; here they take 1e-5,
 the next rule up (``layerscale_epsilon``), so the scale never grows with depth.
 
-The vectors are 1-D, so AdamW does not decay them (``trainers.optim_groups``), as the CaiT code's
-optimizer, which decays no 1-D parameter, does not either.
+The vectors are 1-D, so AdamW does not decay them (``trainers.model.optim_groups``), as the CaiT
+code's optimizer, which decays no 1-D parameter, does not either.
 """
 
 from __future__ import annotations
