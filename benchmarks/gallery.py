@@ -64,6 +64,12 @@ STUDIES = (
         "Block AttnRes under sp and CompleteP",
         ("--concurrency", "2", "--cpus-per-trial", "1"),
     ),
+    Study(
+        "depth_gpt2_cpu",
+        "the GPT-2-scale depth study's CPU twin: standard, Block and Full AttnRes at 4, 8 and 16 "
+        "layers, each arm and depth at its own learning rate (its GPU plan in its findings)",
+        ("--concurrency", "2", "--cpus-per-trial", "1"),
+    ),
 )
 
 

@@ -5,6 +5,10 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+DEFAULT_MFU = (
+    0.4  # trainers.measure.time_plan's, restated so that --help loads no torch-free module
+)
+
 
 def add_spaces_parser(sub: Any) -> None:
     p = sub.add_parser(
@@ -24,6 +28,19 @@ def add_spaces_parser(sub: Any) -> None:
         help="memory of one device, e.g. 80GiB, 24GB, 512MiB or bytes: also say whether each "
         "cell fits it, and the cheapest --set that would where it does not",
     )
+    p.add_argument(
+        "--peak-flops",
+        type=float,
+        metavar="FLOP/S",
+        help="the dense bf16 peak of one device, e.g. 989e12 (H100 SXM): also estimate each "
+        "trial's time and the sweep's device-hours (trainers/measure/time_plan.py)",
+    )
+    p.add_argument(
+        "--mfu",
+        type=float,
+        default=DEFAULT_MFU,
+        help="the model FLOPs utilization the estimate assumes (default: %(default)s)",
+    )
     p.set_defaults(run=run_spaces)
 
 
@@ -32,16 +49,21 @@ def run_spaces(args: argparse.Namespace) -> int:
     from search_spaces import BUILTIN, get_space
 
     device = None if args.device_memory is None else parse_size(args.device_memory)
+    if args.peak_flops is not None and (args.peak_flops <= 0 or not 0 < args.mfu <= 1):
+        raise ValueError(
+            f"--peak-flops {args.peak_flops:g} at --mfu {args.mfu:g}: the peak must be positive "
+            "and the MFU in (0, 1]"
+        )
     if not args.space:
         width = max(map(len, BUILTIN))
         for name, space in BUILTIN.items():
             print(f"{name:<{width}}  {space.description}")
         return 0
-    _show(get_space(args.space), device)
+    _show(get_space(args.space), device, args.peak_flops, args.mfu)
     return 0
 
 
-def _show(space: Any, device: int | None) -> None:
+def _show(space: Any, device: int | None, peak: float | None, mfu: float) -> None:
     from nas.campaign import campaign_of
     from trainers.settings import under_settings
 
@@ -56,6 +78,8 @@ def _show(space: Any, device: int | None) -> None:
     for line in [*campaign.describe(), *campaign.notes]:
         print(f"  {line}")
     _memory(campaign, base, device)
+    if peak is not None:
+        _time(campaign, base, device, peak, mfu)
 
 
 def _memory(campaign: Any, base: Any, device: int | None) -> None:
@@ -65,8 +89,59 @@ def _memory(campaign: Any, base: Any, device: int | None) -> None:
     from trainers.measure.memory_plan import memory_plan
 
     print("  memory per device (1 worker; 'auto' precision as on a GPU):")
-    for arm, cfg in cells(campaign.specs, base).items():
+    for arm, cfg in cells(_cells(campaign), base).items():
         line = f"    {arm}: {plan_line(memory_plan(cfg))}"
         if device is not None:
             line += f"; {verdict(cfg, Target(device_bytes=device, gpu=True))}"
         print(line)
+
+
+def _cells(campaign: Any) -> Any:
+    """The configurations a campaign trains: a tuned grid's cells once per arm (its stage
+    trains each at several learning rates, which change neither memory nor time)."""
+    return getattr(campaign, "cells", ()) or campaign.specs
+
+
+def _as_run(cfg: Any, device: int | None) -> tuple[Any, str]:
+    """``cfg`` as it would run on ``device`` (under the cheapest setting that fits it: a
+    smaller micro-batch, then checkpointing), and that setting's ``--set``s ('' if none)."""
+    import dataclasses
+
+    from trainers.measure.memory_fit import cheapest_fit
+
+    fit = None if device is None else cheapest_fit(cfg, device)
+    if fit is None or fit.shard or not fit.settings:
+        return cfg, ""
+    train = dataclasses.replace(cfg.train, **{k.split(".")[1]: v for k, v in fit.settings})
+    return dataclasses.replace(cfg, train=train), fit.advice()
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 60:
+        return f"{seconds:.2g} s"
+    return f"{seconds / 60:.3g} min" if seconds < 3600 else f"{seconds / 3600:.3g} h"
+
+
+def _time(campaign: Any, base: Any, device: int | None, peak: float, mfu: float) -> None:
+    """Each cell's time per trial on one device at ``mfu`` of ``peak``, and the sweep's
+    device-hours over every trial it plans (a learning-rate stage's included)."""
+    from nas.memory_check import cells
+    from trainers.measure.time_plan import time_plan
+
+    where = "under the setting that fits the device" if device is not None else "as configured"
+    print(f"  time per trial on one device ({where}; {peak / 1e12:g} TFLOP/s at {mfu:.0%} MFU):")
+    for arm, cfg in cells(_cells(campaign), base).items():
+        run, advice = _as_run(cfg, device)
+        t = time_plan(run, peak, mfu)
+        line = f"    {arm}: {t.tokens:.3g} tokens, {t.flops:.3g} training FLOPs"
+        print(f"{line}, {_duration(t.seconds)}" + (f" (with {advice})" if advice else ""))
+    if campaign.space.kind == "search":
+        print("  sweep: a search samples its trials; the base's time above, once per trial")
+        return
+    trials = [s.config for s in campaign.specs] + [c.config for c in getattr(campaign, "cells", ())]
+    seconds = sum(time_plan(_as_run(cfg, device)[0], peak, mfu).seconds for cfg in trials)
+    total = f"{seconds / 3600:,.1f} device-hours" if seconds >= 3600 else _duration(seconds)
+    print(
+        f"  sweep: {len(trials)} trials, {total} (one device per trial; an estimate: "
+        "validation, diagnostics and start-up are not counted)"
+    )

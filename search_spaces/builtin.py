@@ -228,6 +228,57 @@ def _transfer_arms() -> dict[str, dict[str, Any]]:
 TUNED_STAGE = LrStage("train.lr", 4.8e-4, 1.875e-2, log=True, points=5, seeds=1)
 
 
+# The depth study at GPT-2 small scale (issue 40): standard pre-norm, Block AttnRes (N = 8, the
+# paper's) and Full AttnRes at 12, 24 and 48 layers of width 768 (12 heads of 64), the AttnRes
+# paper's design otherwise (RMSNorm pre-norm, zero-initialised static queries, RMS-normalised
+# keys: the defaults). Context 1024 and the vocabulary of GPT-2's tokenizer padded to 50,304
+# (FineWeb's shards, which nas data adopt reads in place, use 50,257 of it), as GPT-2 small.
+# - Global batch 512 sequences, 524,288 tokens per step: nanoGPT's and modded-nanogpt's for this
+#   size; the paper's 1.6M to 3.5M serve models 2 to 4 times larger.
+# - 5,000 steps, 2.6B tokens for every depth: about 21 tokens per parameter at 12 layers (124M
+#   with the embeddings, Chinchilla's ratio), and the same data for the deeper models, so depth
+#   is the one thing that varies; a FLOP-matched comparison is the compute_frontier space's.
+# - A learning-rate stage per arm and depth (3 values, 6e-4 to 2.4e-3 a factor of 2 apart, one
+#   seed): GPT-2's 6e-4 at the bottom, the paper's 2-3e-3 (tuned at 3x the batch) at the top; the
+#   paper tuned for its baseline and shared it, which favours the baseline; here each arm gets
+#   its own. Then 3 seeds at each arm's best: the smallest count whose noise is estimated.
+# - Warm-up 250 steps (5%), cosine to 10%: the harness's schedule.
+# `nas spaces depth_gpt2 --device-memory 80GiB --peak-flops 989e12` plans it (memory, micro-batch
+# and checkpointing per cell, time per trial and the sweep's GPU-hours); it is not run here.
+GPT2_DEPTHS = (12, 24, 48)
+GPT2_SIZE: dict[str, Any] = {
+    "model.d_model": 768,
+    "model.n_heads": 12,
+    "model.seq_len": 1024,
+    "model.vocab_size": 50304,
+    "model.attnres_blocks": 8,
+    "train.batch_size": 512,
+    "train.max_steps": 5000,
+    "train.warmup_steps": 250,
+    "train.val_every": 500,
+    "train.val_batches": 20,
+}
+GPT2_STAGE = LrStage("train.lr", 6e-4, 2.4e-3, log=True, points=3, seeds=1)
+# Its twin at CPU size: the same arms, stage and depth ratios (4, 8, 16 layers: 1:2:4) at width 64
+# (4 heads of 16) and context 64, 200 steps of 16 sequences on the built-in corpus; the stage
+# scaled to the width (the harness's 3e-3 in the middle). At 4 layers N = 8 AttnRes blocks are
+# one sublayer each: Block AttnRes is Full AttnRes there, as it is at any depth of 4 sublayers
+# per block or fewer.
+GPT2_TWIN_DEPTHS = (4, 8, 16)
+GPT2_TWIN_SIZE: dict[str, Any] = {
+    "model.d_model": 64,
+    "model.n_heads": 4,
+    "model.seq_len": 64,
+    "model.attnres_blocks": 8,
+    "train.batch_size": 16,
+    "train.max_steps": 200,
+    "train.warmup_steps": 10,
+    "train.val_every": 100,
+    "train.val_batches": 4,
+}
+GPT2_TWIN_STAGE = LrStage("train.lr", 1.5e-3, 6e-3, log=True, points=3, seeds=1)
+
+
 def _tuned(space: Space, cost: str) -> Space:
     """``space`` with a learning-rate stage before its seeds (``TUNED_STAGE``): the same arms and
     seeds, each arm compared at its own best learning rate."""
@@ -355,6 +406,31 @@ _PLAIN: dict[str, Space] = {
             params={"model.n_layers": Choice(TRANSFER_DEPTHS)},
             seeds=(1,),  # a second seed at each best value: the stage ran seed 0
             tune=TRANSFER_STAGE,
+        ),
+        Space(
+            name="depth_gpt2",
+            description="the depth study at GPT-2 small scale, for GPUs: standard, Block AttnRes "
+            "(N = 8 AttnRes blocks) and Full AttnRes at 12, 24 and 48 layers of width 768, "
+            "context 1024, 512 sequences per step for 5,000 steps (2.6B tokens), a stage of 3 "
+            "learning rates per arm and depth then 3 seeds (54 trials); run it on an adopted "
+            "corpus (--set data.source=shards --set data.path=DIR); plan it with --device-memory "
+            "and --peak-flops",
+            base=GPT2_SIZE,
+            arms=CORE,
+            params={"model.n_layers": Choice(GPT2_DEPTHS)},
+            seeds=(0, 1, 2),
+            tune=GPT2_STAGE,
+        ),
+        Space(
+            name="depth_gpt2_cpu",
+            description="depth_gpt2's twin at CPU size: the same arms (Block AttnRes at N = 8 "
+            "AttnRes blocks), stage and depth ratios at 4, 8 and 16 layers of width 64, 200 "
+            "steps of 16 sequences of 64 (54 trials)",
+            base=GPT2_TWIN_SIZE,
+            arms=CORE,
+            params={"model.n_layers": Choice(GPT2_TWIN_DEPTHS)},
+            seeds=(0, 1, 2),
+            tune=GPT2_TWIN_STAGE,
         ),
         Space(
             name="pareto_size",

@@ -1,0 +1,116 @@
+"""The GPU study planned on a CPU: ``nas spaces depth_gpt2 --device-memory 80GiB --peak-flops``
+prints, per cell, the memory plan with the micro-batch or checkpointing it needs, the time per
+trial under that setting, and the sweep's device-hours over every trial it plans; the time plan
+follows from the FLOP count; the CPU twin keeps the study's arms, stage and depth ratios."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+import pytest
+
+from nas.cli import main
+from search_spaces import BUILTIN
+from trainers.config import RunConfig
+from trainers.flops import train_flops
+from trainers.measure.time_plan import RECOMPUTE, time_plan
+
+PEAK = 989e12  # an H100 SXM's dense bf16 peak
+
+
+def _cfg(**train: object) -> RunConfig:
+    cfg = RunConfig()
+    return dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, **train))
+
+
+def test_time_is_training_flops_over_sustained_flops() -> None:
+    """Linear in the steps, inverse in the peak and the MFU; checkpointing's recomputed forward
+    adds a third (forward + backward = 3 forwards; 4 with the recompute)."""
+    base = time_plan(_cfg(max_steps=100), PEAK, 0.5)
+    assert base.flops == train_flops(RunConfig().model, 100, RunConfig().train.batch_size)
+    assert base.seconds == pytest.approx(base.flops / (PEAK * 0.5))
+    assert time_plan(_cfg(max_steps=300), PEAK, 0.5).seconds == pytest.approx(3 * base.seconds)
+    assert time_plan(_cfg(max_steps=100), 2 * PEAK, 0.5).seconds == pytest.approx(base.seconds / 2)
+    recomputed = time_plan(_cfg(max_steps=100, checkpointing="sublayer"), PEAK, 0.5)
+    assert recomputed.seconds == pytest.approx(base.seconds * RECOMPUTE) and RECOMPUTE == 4 / 3
+    assert recomputed.flops == base.flops  # model FLOPs: what MFU is counted against
+    with pytest.raises(ValueError):
+        time_plan(_cfg(), PEAK, 0.0)
+
+
+def _plan(capsys: pytest.CaptureFixture[str], *args: str) -> str:
+    assert main(["spaces", *args]) == 0
+    return capsys.readouterr().out
+
+
+def test_the_gpt2_study_is_planned_for_an_80gb_gpu(capsys: pytest.CaptureFixture[str]) -> None:
+    out = _plan(capsys, "depth_gpt2", "--device-memory", "80GiB", "--peak-flops", "989e12")
+    space = BUILTIN["depth_gpt2"]
+    cells = [f"{arm}/n_layers={n}" for arm in space.arms for n in (12, 24, 48)]
+    memory = {c: re.search(rf"^    {re.escape(c)}: params .*$", out, re.M) for c in cells}
+    times = {
+        c: re.search(
+            rf"^    {re.escape(c)}: ([\d.e+]+) tokens, ([\d.e+]+) training FLOPs, "
+            r"([\d.]+) h(?: \(with (.*)\))?$",
+            out,
+            re.M,
+        )
+        for c in cells
+    }
+    assert all(memory.values()) and all(times.values()), out
+    # At 512 sequences of 1024 no cell fits whole: each needs a smaller micro-batch, deeper cells
+    # a smaller one (activations grow with depth), and the time line runs under that setting.
+    micro = {}
+    for c in cells:
+        line = memory[c].group(0)  # type: ignore[union-attr]
+        assert "does not fit 80 GiB; cheapest that fits: --set train.micro_batch=" in line
+        micro[c] = int(line.rsplit("=", 1)[1].split()[0])
+        assert times[c].group(4) == f"--set train.micro_batch={micro[c]}"  # type: ignore[union-attr]
+    for arm in space.arms:
+        assert (
+            micro[f"{arm}/n_layers=12"] > micro[f"{arm}/n_layers=24"] > micro[f"{arm}/n_layers=48"]
+        )
+    # Time per trial: the FLOP count over 40% of the peak (no cell needs checkpointing here).
+    hours = {c: float(times[c].group(3)) for c in cells}  # type: ignore[union-attr]
+    for c in cells:
+        flops = float(times[c].group(2))  # type: ignore[union-attr]
+        # both printed to 3 significant figures: each within 0.5% of its value
+        assert hours[c] == pytest.approx(flops / (PEAK * 0.4) / 3600, rel=1e-2)
+        assert float(times[c].group(1)) == pytest.approx(5000 * 512 * 1024, rel=1e-3)  # type: ignore[union-attr]
+    # The sweep: each cell's 3 stage trials and 3 seeds, 54 in all.
+    total = re.search(r"sweep: 54 trials, ([\d,.]+) device-hours", out)
+    assert total is not None, out
+    assert float(total.group(1).replace(",", "")) == pytest.approx(
+        6 * sum(hours.values()), rel=5e-3
+    )
+
+
+def test_without_a_device_the_time_is_as_configured(capsys: pytest.CaptureFixture[str]) -> None:
+    out = _plan(capsys, "demo", "--peak-flops", "1e12", "--mfu", "0.5")
+    assert "as configured; 1 TFLOP/s at 50% MFU" in out and "(with" not in out
+    assert re.search(r"sweep: 12 trials, [\d.]+ (s|min)", out), out
+
+
+@pytest.mark.parametrize("args", [["--peak-flops", "-1"], ["--peak-flops", "1e12", "--mfu", "2"]])
+def test_a_bad_peak_or_mfu_is_one_line(args: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["spaces", "demo", *args]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--peak-flops" in err and "Traceback" not in err
+
+
+def test_the_twin_keeps_the_study_but_its_size() -> None:
+    """Same arms, learning-rate stage shape, seeds and depth ratios; CPU-sized."""
+    study, twin = BUILTIN["depth_gpt2"], BUILTIN["depth_gpt2_cpu"]
+    assert twin.arms == study.arms and twin.seeds == study.seeds
+    assert study.tune is not None and twin.tune is not None
+    assert (twin.tune.points, twin.tune.seeds, twin.tune.high / twin.tune.low) == (
+        study.tune.points,
+        study.tune.seeds,
+        study.tune.high / study.tune.low,
+    )
+    depths = [p.values for p in (study.params["model.n_layers"], twin.params["model.n_layers"])]
+    assert [d / depths[0][0] for d in depths[0]] == [d / depths[1][0] for d in depths[1]]
+    assert study.base["model.attnres_blocks"] == twin.base["model.attnres_blocks"] == 8
+    for size in ("model.d_model", "model.seq_len", "train.batch_size", "train.max_steps"):
+        assert twin.base[size] < study.base[size]
