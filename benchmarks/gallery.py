@@ -104,7 +104,9 @@ def study(s: Study) -> None:
     sweep = _nas("sweep", s.name, *s.sweep_args, *store)
     report = _nas("report", s.name, "--format", "md", "--out", str(OUT / s.name),
                   *s.report_args, store[0])  # fmt: skip
+    before = _trials(store[0], s.name)
     seconds = _run(sweep)
+    ran = _trials(store[0], s.name) != before
     folder = ROOT / OUT / s.name
     kept = _set_aside(folder)
     _run(report)
@@ -118,7 +120,33 @@ def study(s: Study) -> None:
         "hardware": f"{cpu_words()}, torch {_torch_version()}",
         "date": time.strftime("%Y-%m-%d"),
     }
+    if not ran and MADE in kept:
+        # A settled sweep only reported again: the sweep's time, commit, machine and date are
+        # still those of the run that trained it; this run adds when it was reported.
+        made = {
+            **json.loads(kept[MADE]),
+            "reported": {"commit": made["commit"], "date": made["date"]},
+        }
     (ROOT / OUT / s.name / MADE).write_text(json.dumps(made, indent=1) + "\n")
+
+
+def _trials(uri_flag: str, name: str) -> frozenset[tuple[str, str, int | None]] | None:
+    """Each trial run of sweep ``name`` in the store, with its status and end time (None when
+    the store holds no such sweep): what a sweep that trained anything changes."""
+    from record.read import live_sweep
+
+    uri = uri_flag.split("=", 1)[1]
+    if not (ROOT / STORE / "mlflow.db").is_file():
+        return None
+    cwd = os.getcwd()
+    os.chdir(ROOT)  # the store's URI is relative to the repository root
+    try:
+        _, _, _, trials = live_sweep(uri, name)
+    except ValueError:  # no such sweep yet
+        return None
+    finally:
+        os.chdir(cwd)
+    return frozenset((r.info.run_id, r.info.status, r.info.end_time) for r in trials)
 
 
 def _set_aside(folder: Path) -> dict[str, str]:
@@ -172,8 +200,13 @@ def index() -> str:
             "```",
             "",
             f"Commit `{made['commit']}`, {made['hardware']}, {made['date']}; the sweep command "
-            f"took {made['sweep_seconds']} s in the run that made this report (0 when the "
-            "store already held the settled sweep).",
+            f"took {made['sweep_seconds']} s in the run that trained it"
+            + (
+                f"; reported again at commit `{made['reported']['commit']}` on "
+                f"{made['reported']['date']}."
+                if "reported" in made
+                else "."
+            ),
             "",
         ]
     return "\n".join(lines)
