@@ -31,7 +31,7 @@ from nas.outbox import (
 )
 from nas.store_errors import RetryingClient, Verdict, judge, retrying, store_error_line
 from record.client import mlflow_client
-from record.read import child, children, sweep_parents
+from record.read import child, children, sweep_parents, upgraded
 from record.redact import redact
 from record.schema import (
     PLANS_FOLDER,
@@ -289,6 +289,9 @@ def recorded_trial(record: SweepRecord, key: str) -> RecordedTrial | None:
 
 
 def _recorded(run: Any) -> RecordedTrial:
+    """A trial run as the campaign reads it, in the current record shape (``record.upgrade``:
+    a version-1 trial's legacy infeasible tag and seed param read as its status and seed)."""
+    run = upgraded(run)
     tags = run.data.tags
     status = tags.get(Tag.STATUS)
     return RecordedTrial(

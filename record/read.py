@@ -1,5 +1,7 @@
 """The read primitives writer and reader share: a sweep's parent runs and trial runs, which of
-them ``nas sweep --restart`` left live, one run, and the sweeps a store holds.
+them ``nas sweep --restart`` left live, one run, and the sweeps a store holds. A run read to be
+interpreted (its status, seed, reason) is first brought to the current shape (``upgraded``,
+``record.upgrade``); the searches return MLflow's runs as stored, which only route.
 
 The searches are MLflow's ``search_runs`` over one experiment, by the tags ``record.schema``
 names; ``MAX_RUNS`` is the most runs one search returns (a sweep of more trials than that is
@@ -15,6 +17,7 @@ from record.client import open_store
 from record.errors import first_line
 from record.redact import redact
 from record.schema import ROLE_SWEEP, ROLE_TRIAL, Tag
+from record.upgrade import RunRecord, upgrade
 from record.uri import missing_sqlite
 
 MAX_RUNS = 50_000
@@ -30,6 +33,37 @@ class RecordedRun:
     tags: dict[str, str]
     metrics: dict[str, float]
     artifact_uri: str = ""
+
+
+@dataclass(frozen=True)
+class UpgradedData:
+    """A run's data as MLflow's ``Run.data`` offers it, in the current shape."""
+
+    params: dict[str, str]
+    tags: dict[str, str]
+    metrics: dict[str, float]
+
+
+@dataclass(frozen=True)
+class UpgradedRun:
+    """An MLflow run (``info`` as stored) whose ``data`` is in the current shape."""
+
+    info: Any
+    data: UpgradedData
+
+
+def upgraded(run: Any) -> UpgradedRun:
+    """An MLflow run with its params, tags and metrics brought to the current shape
+    (``record.upgrade.upgrade``); ValueError, one line naming the run, for a record no step
+    can read."""
+    data = run.data
+    try:
+        found = upgrade(RunRecord(dict(data.params), dict(data.tags), dict(data.metrics)))
+    except ValueError as err:
+        raise ValueError(f"run {run.info.run_id}: {err}") from None
+    return UpgradedRun(
+        run.info, UpgradedData(dict(found.params), dict(found.tags), dict(found.metrics))
+    )
 
 
 def runs_by_role(client: Any, experiment_id: str, role: str) -> list[Any]:
@@ -78,10 +112,11 @@ def load_run(uri: str, run_id: str, flag: str = "--from-run") -> RecordedRun:
     except MlflowException as err:
         message = f"{flag} {run_id}: no such run in {uri} ({first_line(err)})"
         raise ValueError(redact(message)) from None
-    data = run.data
-    return RecordedRun(
-        run_id, dict(data.params), dict(data.tags), dict(data.metrics), run.info.artifact_uri
-    )
+    try:
+        data = upgraded(run).data
+    except ValueError as err:
+        raise ValueError(f"{flag} {err}") from None
+    return RecordedRun(run_id, data.params, data.tags, data.metrics, run.info.artifact_uri)
 
 
 def live_sweep(uri: str, name: str) -> tuple[Any, list[Any], list[Any], list[Any]]:
@@ -105,7 +140,7 @@ def live_trial_id(uri: str, sweep: str, arm: str, seed: int) -> str:
     arms = sorted({str(r.data.tags.get(Tag.ARM)) for r in trials})
     if arm not in arms:
         raise ValueError(f"sweep {sweep!r} has no arm {arm!r}; arms: {', '.join(arms) or 'none'}")
-    of_arm = [r for r in trials if r.data.tags.get(Tag.ARM) == arm]
+    of_arm = [upgraded(r) for r in trials if r.data.tags.get(Tag.ARM) == arm]
     found = [r.info.run_id for r in of_arm if run_seed(r) == seed]
     if not found:
         seeds = sorted({s for r in of_arm if (s := run_seed(r)) is not None})
@@ -121,9 +156,9 @@ def live_trial_id(uri: str, sweep: str, arm: str, seed: int) -> str:
 
 
 def run_seed(run: Any) -> int | None:
-    """A trial run's seed: its ``nas.seed`` tag, or an old record's ``train.seed`` param; None
-    where it recorded neither."""
-    text = run.data.tags.get(Tag.SEED, run.data.params.get("train.seed"))
+    """A trial run's seed (its ``nas.seed`` tag, the run ``upgraded``); None where it recorded
+    none."""
+    text = run.data.tags.get(Tag.SEED)
     return None if text is None else int(text)
 
 

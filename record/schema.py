@@ -52,7 +52,7 @@ class Tag:
     ROLE = "nas.role"  # ROLE_SWEEP or ROLE_TRIAL
     SWEEP = "nas.sweep"
     # The record's schema version (RECORD_VERSION when written); a run without it was recorded
-    # before the tag existed: version 1. reports.normalize reads each version.
+    # before the tag existed: version 1. record.upgrade brings each version to the current one.
     SCHEMA_VERSION = "nas.schema_version"
     # parent
     SWEEP_KEY = "nas.sweep_key"  # where the sweep's Tune state lives (+ its generation)
@@ -91,8 +91,9 @@ class Tag:
 
 
 ROLE_SWEEP, ROLE_TRIAL = "sweep", "trial"
-# The version the writer tags each run with (Tag.SCHEMA_VERSION). Raise it, and teach
-# reports.normalize the difference, when what a run records changes in a way the reader must know.
+# The version the writer tags each run with (Tag.SCHEMA_VERSION). Raise it, and add the step
+# from the old shape to record.upgrade.STEPS, when what a run records changes in a way the reader
+# must know.
 RECORD_VERSION = 2
 
 
@@ -250,7 +251,5 @@ COORDCHECK_INDEX = f"{COORDCHECK_FOLDER}/checks.json"
 REPORT_FOLDER = "report"  # the written report (nas report)
 # Artifacts on a trial run.
 PROFILE_FOLDER = "dilution"  # the dilution profiles: step-NNNNNN.json (+ the last one's PNG)
-# Written by versions before nas.status: the reason a proposal was infeasible.
-LEGACY_INFEASIBLE = "nas.infeasible"
 # Columns ``reports.load`` derives beside the params and metrics.
 BEST_VAL_LOSS = "best_val_loss"  # the lowest val/loss over the trial's curve

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from record.read import RecordedRun, live_sweep
+from record.read import RecordedRun, live_sweep, upgraded
 from record.schema import (
     BEST_VAL_LOSS,
     COORDCHECK_INDEX,
@@ -27,7 +27,7 @@ from record.schema import (
     Metric,
     Tag,
 )
-from reports.normalize import trial_reason, trial_seed, trial_status
+from reports.normalize import trial_reason, trial_status
 from reports.sweep import SITE_ARRAYS, TRIAL_COLUMNS, RecordedCoordCheck, SweepData
 
 # The validation metrics, and the routing summaries the report follows over training.
@@ -61,6 +61,8 @@ def load_sweep(uri: str, name: str) -> SweepData:
         raise ValueError(f"sweep {name!r}: every parent run was archived by --restart")
     _check_tags(name, parents, PARENT_TAGS, "parent")
     _check_tags(name, trials, None, "trial")
+    # From here on every run is in the current shape (record.upgrade), whatever wrote it
+    parents, trials = [upgraded(r) for r in parents], [upgraded(r) for r in trials]
     parents = sorted(parents, key=lambda r: r.info.start_time)
     plans = {r.info.run_id: _plans(_artifacts(uri, r), r.info.run_id) for r in parents}
     curves = _curves(client, trials)
@@ -178,7 +180,8 @@ def _number(text: str) -> Any:
 
 
 def _seed(run: Any) -> int | None:
-    return trial_seed(run.data.tags, run.data.params)
+    text = run.data.tags.get(Tag.SEED)
+    return None if text is None else int(text)
 
 
 def _trial_row(run: Any) -> dict[str, Any]:
@@ -192,7 +195,7 @@ def _trial_row(run: Any) -> dict[str, Any]:
     return {
         "run_id": run.info.run_id,
         "status": status.value,
-        "reason": trial_reason(tags, status),
+        "reason": trial_reason(tags),
         "status_step": None if step is None else int(step),
         "run_status": run.info.status,
         "key": tags[Tag.TRIAL_KEY],

@@ -1,16 +1,12 @@
-"""The one step between the record and the report: every difference between what one version of
-the harness recorded and what the next one does is read here, and the trial frame the sections
-read is derived here once (``TrialView``), so that no section labels arms, selects the trials it
-counts or fills in what an old record lacks.
+"""The one step between the record and the report: the trial frame the sections read is
+derived here once (``TrialView``), so that no section labels arms, selects the trials it counts
+or fills in a configuration field newer than the record.
 
-Record versions (the ``nas.schema_version`` tag on each run, ``RECORD_VERSION`` when written):
-
-- **1** (no tag: written before the tag existed). A trial may lack ``nas.status`` (derived from
-  the legacy infeasible tag and the MLflow run status) and ``nas.seed`` (the ``train.seed``
-  param). Its configuration may lack the fields that came later (``FIELD_DEFAULTS``): such a
-  run ran the field's default.
-- **2**: every settled trial carries its status, seed and reason. A trial that has not ended
-  yet carries no status, whatever its version: the MLflow run status says how it stands.
+Every run arrives in the current record shape: ``record.read.upgraded`` brought it there
+(``record.upgrade``: a version-1 trial's legacy infeasible tag and seed param are its status,
+reason and seed tags by then). A trial that has not ended yet carries no status, whatever its
+version: the MLflow run status says how it stands (``STATUS_OF_RUN``). Its configuration may
+lack the fields that came later (``FIELD_DEFAULTS``): such a run ran the field's default.
 
 A frame keeps a missing field missing (NaN), as recorded: which fields vary, and so the arms'
 labels, are read from the record as it is. The defaults apply where a label or a baseline is
@@ -26,16 +22,16 @@ from typing import Any
 
 import pandas as pd
 
-from record.schema import LEGACY_INFEASIBLE, Metric, Status, Tag
+from record.schema import Metric, Status, Tag
 from reports.outcomes import comparable, configured, with_outcome
 from trainers.config import MODEL_DEFAULTS
 from trainers.identity import READERS
 
-FIRST_VERSION = 1  # a run without Tag.SCHEMA_VERSION
 PARAM_PREFIXES = ("model.", "train.", "data.")
 SEED_KEY = "train.seed"
-# The MLflow status a trial run without ``nas.status`` is in -> the trial status it means.
-LEGACY_STATUS = {
+# The MLflow status a trial run without ``nas.status`` (one not ended: the trial writes its
+# status as it ends) is in -> the trial status it means.
+STATUS_OF_RUN = {
     "FINISHED": Status.FINISHED,
     "FAILED": Status.FAILED,
     "KILLED": Status.KILLED,
@@ -49,21 +45,9 @@ FIELD_DEFAULTS: dict[str, object] = {f"model.{k}": v for k, v in MODEL_DEFAULTS.
 _UNRECORDED = ("nan", "None")  # a missing value once it has been through str()
 
 
-def record_version(tags: Mapping[str, str]) -> int:
-    """The schema version a run was recorded with (``FIRST_VERSION`` where it carries none)."""
-    text = tags.get(Tag.SCHEMA_VERSION)
-    if text is None:
-        return FIRST_VERSION
-    try:
-        return int(text)
-    except ValueError:
-        raise ValueError(f"{Tag.SCHEMA_VERSION} {text!r}: not a version number") from None
-
-
 def trial_status(tags: Mapping[str, str], run_status: str) -> Status:
-    """A trial's ``Status``: its ``nas.status`` tag; without one (a version-1 record, or a trial
-    not ended yet), the legacy infeasible tag of a version-1 record, else the MLflow run
-    status."""
+    """A trial's ``Status``: its ``nas.status`` tag; without one (a trial not ended yet), the
+    MLflow run status's (``STATUS_OF_RUN``)."""
     if Tag.STATUS in tags:
         try:
             return Status(tags[Tag.STATUS])
@@ -72,25 +56,12 @@ def trial_status(tags: Mapping[str, str], run_status: str) -> Status:
             raise ValueError(
                 f"{Tag.STATUS} {tags[Tag.STATUS]!r}: unknown; valid: {valid}"
             ) from None
-    if record_version(tags) == FIRST_VERSION and tags.get(LEGACY_INFEASIBLE):
-        return Status.INFEASIBLE
-    return LEGACY_STATUS.get(run_status, Status.KILLED)
+    return STATUS_OF_RUN.get(run_status, Status.KILLED)
 
 
-def trial_seed(tags: Mapping[str, str], params: Mapping[str, str]) -> int | None:
-    """The seed tag; for a version-1 record without one, its ``train.seed`` param, where any."""
-    text = tags.get(Tag.SEED)
-    if text is None and record_version(tags) == FIRST_VERSION:
-        text = params.get(SEED_KEY)
-    return None if text is None else int(text)
-
-
-def trial_reason(tags: Mapping[str, str], status: Status) -> str | None:
-    """Why the trial ended as it did: its reason tag, or a version-1 infeasible trial's legacy
-    tag (which held the reason)."""
-    if Tag.STATUS in tags:
-        return tags.get(Tag.REASON)
-    return tags.get(LEGACY_INFEASIBLE) if status is Status.INFEASIBLE else None
+def trial_reason(tags: Mapping[str, str]) -> str | None:
+    """Why the trial ended as it did: its reason tag (None without one, or before it ended)."""
+    return tags.get(Tag.REASON) if Tag.STATUS in tags else None
 
 
 def recorded(row: Mapping[str, Any], key: str, default: object | None = None) -> object:

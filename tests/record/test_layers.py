@@ -9,7 +9,14 @@ from pathlib import Path
 from tests.imports import loaded_after
 
 ROOT = Path(__file__).resolve().parents[2]
-RECORD_MODULES = ("record.schema", "record.read", "record.client", "record.uri", "record.stores")
+RECORD_MODULES = (
+    "record.schema",
+    "record.read",
+    "record.client",
+    "record.uri",
+    "record.stores",
+    "record.upgrade",
+)
 # The commands that build a report (``nas report``, ``nas diff``): the only importers of reports.
 REPORT_COMMANDS = {"report_cmd.py", "diff_cmd.py"}
 

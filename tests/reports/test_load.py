@@ -1,5 +1,5 @@
 """``reports.load`` on a real MLflow store written here run by run (no Ray sweep): the trial
-status from ``nas.status`` or, for old records, derived; archived parents left out; the plans
+status from ``nas.status`` or, for old records, derived (through ``record.upgrade``); archived parents left out; the plans
 read in order; a damaged record refused in one line; and ``nas report --plan``."""
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ import pandas as pd
 import pytest
 
 from record.read import list_sweeps
-from record.schema import LEGACY_INFEASIBLE, PLANS_FOLDER, ROLE_SWEEP, ROLE_TRIAL, Status, Tag
+from record.schema import PLANS_FOLDER, ROLE_SWEEP, ROLE_TRIAL, Status, Tag
+from record.upgrade import LEGACY_INFEASIBLE, RunRecord, upgrade
 from reports.load import load_sweep
 from reports.normalize import trial_status
 from tests.cli import run_nas as _nas
@@ -144,8 +145,10 @@ def test_old_records_derive_their_status(store: Store) -> None:
 def test_trial_status_prefers_the_tag_and_derives_the_rest(
     tags: dict[str, str], run_status: str, expected: Status
 ) -> None:
-    """``nas.status`` where present; otherwise the old-record derivation."""
-    assert trial_status(tags, run_status) is expected
+    """``nas.status`` where present; otherwise a version-1 record's legacy infeasible tag (by
+    the upgrade step the loader reads every run through), else the run status."""
+    current = upgrade(RunRecord({}, {Tag.ROLE: ROLE_TRIAL, **tags})).tags
+    assert trial_status(current, run_status) is expected
 
 
 def test_unknown_status_is_refused_with_the_valid_ones() -> None:

@@ -1,48 +1,28 @@
-"""The normalize step (``reports.normalize``): each record version is read as it was written,
-the writer tags every new run with the current version, and the view every section reads is
-derived once, with the sweep."""
+"""The normalize step (``reports.normalize``): a trial's status from its tag or, before it
+ended, its run status; a field newer than the record read as its default; the writer tags every
+new run with the current version; and the view every section reads is derived once, with the
+sweep. (Each record version's shape is read by ``record.upgrade``: ``tests/record``.)"""
 
 from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
 
-import pytest
-
 from nas.tracking import TrialRun, _client, open_sweep
-from record.schema import LEGACY_INFEASIBLE, RECORD_VERSION, Status, Tag
-from reports.normalize import FIRST_VERSION, record_version, recorded, trial_seed, trial_status
+from record.schema import RECORD_VERSION, Status, Tag
+from record.upgrade import record_version
+from reports.normalize import recorded, trial_status
 from tests.reports.frames import sweep, trial
 
 V2 = {Tag.SCHEMA_VERSION: "2"}
 
 
-def test_a_run_without_the_tag_is_version_one() -> None:
-    """No tag: the records from before it existed; a tag that is no number is refused in one
-    line naming the tag."""
-    assert record_version({}) == FIRST_VERSION == 1
-    assert record_version(V2) == 2
-    with pytest.raises(ValueError, match=r"^nas\.schema_version 'two': not a version number$"):
-        record_version({Tag.SCHEMA_VERSION: "two"})
-
-
-def test_the_legacy_infeasible_tag_is_read_on_version_one_only() -> None:
-    """A version-1 trial without a status tag and with the legacy infeasible tag was infeasible;
-    a version-2 run has no such tag to read, so its MLflow status decides."""
-    legacy = {LEGACY_INFEASIBLE: "n_heads must divide d_model"}
-    assert trial_status(legacy, "FINISHED") is Status.INFEASIBLE
-    assert trial_status({**legacy, **V2}, "FINISHED") is Status.FINISHED
-    # a trial not ended yet carries no status, whatever its version
+def test_a_trial_without_a_status_reads_its_run_status() -> None:
+    """A trial that has not ended yet carries no status, whatever its version: its MLflow run
+    status decides (RUNNING: the driver exited without closing it, interrupted)."""
     assert trial_status(V2, "RUNNING") is Status.KILLED
+    assert trial_status(V2, "FINISHED") is Status.FINISHED
     assert trial_status({Tag.STATUS: "diverged", **V2}, "FAILED") is Status.DIVERGED
-
-
-def test_the_seed_param_stands_in_for_the_tag_on_version_one_only() -> None:
-    """A version-1 trial without a seed tag ran its ``train.seed``; a version-2 one has none."""
-    params = {"train.seed": "7"}
-    assert trial_seed({}, params) == 7
-    assert trial_seed(V2, params) is None
-    assert trial_seed({Tag.SEED: "3", **V2}, params) == 3
 
 
 def test_a_field_newer_than_the_record_reads_as_its_default() -> None:
