@@ -150,14 +150,18 @@ def trial_checkpoints(uri: str, run_id: str) -> list[Path]:
 
 
 def load_trial(target: Path) -> tuple[Any, dict[str, Any]]:
-    """(the RunConfig, the model's state dict) of the trial at ``target``; ValueError, one line,
-    for anything that is not a trial this command can read."""
+    """(the RunConfig, the model's state dict) of the trial at ``target``, in the current shape
+    whatever version wrote it (``trainers.upgrade``); ValueError, one line, for anything that
+    is not a trial this command can read."""
+    from trainers.upgrade import upgrade_checkpoint, upgrade_state_dict
+
     path = _weights_file(target)
     state = _load(path)
     if isinstance(state, dict) and "state_dict" in state and "hyper_parameters" in state:
-        cfg, weights = _from_lightning(path, state)
+        cfg, weights = _from_lightning(path, upgrade_checkpoint(state))
     else:
-        cfg, weights = _from_train_folder(path), state
+        cfg = _from_train_folder(path)
+        weights = upgrade_state_dict(state) if isinstance(state, dict) else state
     return cfg, weights
 
 

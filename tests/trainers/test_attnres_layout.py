@@ -1,6 +1,7 @@
 """One parameter layout per AttnRes model: the same names whichever code path runs it (the fast
 two-phase path, the plain path of the Table 4 switches, Full or Block AttnRes's sites), and
-checkpoints written with the old nested names of the plain path still load and resume."""
+checkpoints written with the old nested names of the plain path still load (through the one
+upgrade step at load, ``trainers.upgrade``) and resume."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from trainers.config_io import from_dict
 from trainers.model.transformer import DeepTransformer
 from trainers.training.module import param_groups
 from trainers.training.run import train
+from trainers.upgrade import upgrade_state_dict
 
 DATA = Path(__file__).parent / "data"
 # Float64 through a few blocks of O(1)-conditioned operations: reordered sums (the two-phase
@@ -137,12 +139,16 @@ def _old_cells() -> dict[str, dict[str, Any]]:
 @pytest.mark.parametrize("cell", list(CELLS))
 def test_old_layout_state_dict_loads_strictly_with_the_old_logits(cell: str) -> None:
     """A plain state dict (as ``model.pt`` holds) written by the code before the change, in its
-    nested names (``stream.sites.score.*``, ``...score.keys.*``), loads strictly and computes
-    the logits that code computed (float64, the same formula)."""
+    nested names (``stream.sites.score.*``, ``...score.keys.*``), upgraded as ``nas generate``
+    loads it, loads strictly and computes the logits that code computed (float64, the same
+    formula); the model itself knows only the current names."""
     stored = _old_cells()[cell]
     old_names = [k for k in stored["state"] if k.startswith("stream.sites.")]
     assert old_names and all(k.startswith("stream.sites.score.") for k in old_names)
-    model = _loaded(ModelConfig(**BASE, **CELLS[cell]), stored["state"])
+    cfg = ModelConfig(**BASE, **CELLS[cell])
+    with pytest.raises(RuntimeError, match=r"stream\.sites\.score\."):
+        _loaded(cfg, stored["state"])
+    model = _loaded(cfg, upgrade_state_dict(stored["state"]))
     with torch.no_grad():
         torch.testing.assert_close(model(IDX), stored["logits"], rtol=0, atol=ATOL)
 
@@ -153,7 +159,7 @@ def test_a_name_that_is_no_parameter_is_still_refused() -> None:
     model = DeepTransformer(tiny(residual="attnres", attnres_window=1))
     state = {**model.state_dict(), "stream.sites.score.bogus": torch.zeros(1)}
     with pytest.raises(RuntimeError, match=r"stream\.sites\.score\.bogus"):
-        model.load_state_dict(state)
+        model.load_state_dict(upgrade_state_dict(state))
 
 
 class _AtStart(L.Callback):

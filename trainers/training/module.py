@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import math
 from contextlib import nullcontext
 from typing import Any
@@ -18,15 +17,13 @@ from trainers.model.loss import lm_loss
 from trainers.model.optim_groups import group_record, optimizer_groups, param_groups
 from trainers.model.transformer import DeepTransformer
 from trainers.training.accumulate import accumulate_gradients, micro_chunks
+from trainers.upgrade import CHECKPOINT_VERSION, VERSION_KEY, upgrade_checkpoint
 
 __all__ = ["LanguageModelModule", "group_record", "lm_loss", "optimizer_groups", "param_groups"]
 
 
 def bits_per_byte(loss: Tensor, bytes_per_token: float) -> Tensor:
     return loss / math.log(2) / bytes_per_token
-
-
-_EPOCH = "epoch_loop"  # the fit loop's training epoch, as Lightning names it in a checkpoint
 
 
 def lr_factor(step: int, cfg: TrainConfig) -> float:
@@ -58,16 +55,15 @@ class LanguageModelModule(L.LightningModule):
     def forward(self, idx: Tensor) -> Tensor:
         return self.model(idx)
 
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        """Every checkpoint names the shape it is written in (``trainers.upgrade``)."""
+        checkpoint[VERSION_KEY] = CHECKPOINT_VERSION
+
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        """A checkpoint written while Lightning stepped the optimizer (before this module took
-        its steps by hand) counts them in the automatic loop's progress, while ``global_step``
-        now reads the manual loop's: carry the count over, or a resumed trial would start again
-        at step 0 and record its steps twice. Lightning restores the loops after this hook."""
-        loops = checkpoint.get("loops", {}).get("fit_loop", {})
-        auto = loops.get(f"{_EPOCH}.automatic_optimization.optim_progress")
-        manual = f"{_EPOCH}.manual_optimization.optim_step_progress"
-        if auto and not loops.get(manual, {}).get("total", {}).get("completed"):
-            loops[manual] = copy.deepcopy(auto["optimizer"]["step"])
+        """The checkpoint in the current shape (``trainers.upgrade``: an older one's loop
+        counts and weight names), in place: Lightning loads the weights and the loops from this
+        dict after this hook."""
+        checkpoint.update(upgrade_checkpoint(checkpoint))
 
     def on_train_start(self) -> None:
         """A parametrized run records its optimizer groups once (sp's two are the rule)."""

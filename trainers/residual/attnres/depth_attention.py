@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 import torch
 import torch.nn.functional as F
@@ -93,7 +93,6 @@ class SiteParameters(nn.Module):
         for name, value in initial.items():
             self.register_parameter(name, nn.Parameter(value))
         self.no_weight_decay = tuple(initial)
-        self.register_load_state_dict_pre_hook(_current_names)
 
     def param(self, name: str) -> Tensor:
         """The parameter ``name``, typed (``getattr`` on a module is not); cheap, and traceable."""
@@ -102,22 +101,6 @@ class SiteParameters(nn.Module):
     def folded(self) -> Tensor:
         """(n_sites, d): each site's query with its key-norm gain folded in."""
         return self.param("queries") * self.param("key_norm_weights")
-
-
-# Where the plain path nested its parameters before one layout per model (issue 24):
-# ``score.queries``, ``score.query_proj``, ``score.source_logits``, ``score.keys.key_norm_weights``.
-_OLD_NESTING = ("score.keys.", "score.")
-
-
-def _current_names(module: nn.Module, state: dict[str, Any], prefix: str, *_: Any) -> None:
-    """Renames, in the state dict being loaded, the old nested names of ``module``'s parameters
-    to their flat ones, so checkpoints from before the change still load (strict included);
-    a name that is no parameter of ``module`` stays as it is, to be reported under its own."""
-    for key in [k for k in state if k.startswith(prefix)]:
-        rest = key[len(prefix) :]
-        old = next((o for o in _OLD_NESTING if rest.startswith(o)), None)
-        if old is not None and rest[len(old) :] in module._parameters:
-            state[prefix + rest[len(old) :]] = state.pop(key)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,97 @@
+"""A checkpoint as any version of the harness wrote it, brought to the current shape in one step
+at load (``record.upgrade`` does the same for a run's MLflow record): ``upgrade_checkpoint``
+applies the chain of small pure steps from the checkpoint's version (``VERSION_KEY``, which
+``trainers.module`` writes into every Lightning checkpoint; none: version 1) to
+``CHECKPOINT_VERSION``; ``upgrade_state_dict`` does the weights' part for a plain state dict
+(``nas train``'s ``model.pt``, which has no room for a version). They are applied where
+checkpoints are loaded: ``LanguageModelModule.on_load_checkpoint`` (every resume, before
+Lightning loads the weights and the loops) and ``nas generate``'s loader; the model and the
+training loop then see only the current names.
+
+Checkpoint versions:
+
+- **1** (no ``VERSION_KEY``). The loops may count the optimizer steps in Lightning's automatic
+  loop (written before the module took its steps by hand), and AttnRes's plain path may hold
+  its mixing parameters nested (``stream.sites.score.queries``, ``...score.keys.
+  key_norm_weights``: before one parameter layout per model, issue 24).
+- **2**: the manual loop's step count, the flat names (``stream.sites.queries``).
+
+Torch-free: the steps move entries between dicts and never touch a tensor.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Mapping
+from typing import Any
+
+CHECKPOINT_VERSION = 2
+VERSION_KEY = "nas_checkpoint_version"  # a top-level entry of a Lightning checkpoint
+FIRST_VERSION = 1  # a checkpoint without VERSION_KEY
+
+_EPOCH = "epoch_loop"  # the fit loop's training epoch, as Lightning names it in a checkpoint
+_AUTO = f"{_EPOCH}.automatic_optimization.optim_progress"
+_MANUAL = f"{_EPOCH}.manual_optimization.optim_step_progress"
+# The nested names AttnRes's plain path wrote before issue 24 -> the flat name now: the site
+# parameters under ``score.`` and the key-norm gains under ``score.keys.``.
+_SITES = "stream.sites."
+_NESTED = {
+    "score.queries": "queries",
+    "score.query_proj": "query_proj",
+    "score.source_logits": "source_logits",
+    "score.keys.key_norm_weights": "key_norm_weights",
+}
+
+
+def checkpoint_version(checkpoint: Mapping[str, Any]) -> int:
+    """The version a checkpoint was written with (``FIRST_VERSION`` where it names none)."""
+    return int(checkpoint.get(VERSION_KEY, FIRST_VERSION))
+
+
+def upgrade_state_dict(state: Mapping[str, Any]) -> dict[str, Any]:
+    """A model's state dict with version 1's nested AttnRes names flat, under any prefix
+    (``model.`` in a Lightning checkpoint); every other entry as it is (a name the old layout
+    never wrote stays, to be refused under its own name)."""
+    out: dict[str, Any] = {}
+    for key, value in state.items():
+        head, sites, rest = key.rpartition(_SITES)
+        flat = _NESTED.get(rest) if sites else None
+        out[f"{head}{sites}{flat}" if flat else key] = value
+    return out
+
+
+def _manual_steps(loops: Mapping[str, Any]) -> dict[str, Any]:
+    """The fit loop's state with the automatic loop's optimizer-step count carried over to the
+    manual loop's, which ``global_step`` reads now (else a resumed trial would start again at
+    step 0 and record its steps twice); as it is where the manual loop counts already."""
+    fit = dict(loops.get("fit_loop", {}))
+    auto = fit.get(_AUTO)
+    if auto and not fit.get(_MANUAL, {}).get("total", {}).get("completed"):
+        fit[_MANUAL] = copy.deepcopy(auto["optimizer"]["step"])
+    return {**loops, "fit_loop": fit} if "fit_loop" in loops else dict(loops)
+
+
+def _v1_to_v2(checkpoint: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(checkpoint)
+    if "loops" in out:
+        out["loops"] = _manual_steps(out["loops"])
+    if "state_dict" in out:
+        out["state_dict"] = upgrade_state_dict(out["state_dict"])
+    return out
+
+
+# version N -> the step from N to N + 1; one entry per version below CHECKPOINT_VERSION
+STEPS: dict[int, Callable[[Mapping[str, Any]], dict[str, Any]]] = {1: _v1_to_v2}
+
+
+def upgrade_checkpoint(checkpoint: Mapping[str, Any]) -> dict[str, Any]:
+    """A Lightning checkpoint (its dict) in the current shape, marked with
+    ``CHECKPOINT_VERSION``; a current or newer one as it is (a shallow copy)."""
+    version = checkpoint_version(checkpoint)
+    out = dict(checkpoint)
+    while version < CHECKPOINT_VERSION:
+        out = STEPS[version](out)
+        version += 1
+    if checkpoint_version(out) < CHECKPOINT_VERSION:
+        out[VERSION_KEY] = CHECKPOINT_VERSION
+    return out
