@@ -47,10 +47,11 @@ _ATTENTIONS = {a.name: a for a in catalogue.ATTENTIONS}
 
 
 def _attention_parts(attention: str, row: pd.Series) -> list[str]:
-    """The attention variant's segments; a record from before the field ("nan") ran standard."""
+    """The attention variant's segments (a record from before the field reads as standard:
+    ``recorded``, at the caller)."""
     if attention in _ATTENTIONS:
         return _segments(list(_ATTENTIONS[attention].label), row)
-    return [] if attention == "nan" else [attention]
+    return [attention]
 
 
 def _whole(value: object) -> int | None:

@@ -16,12 +16,11 @@ import pandas as pd
 
 from record.schema import Metric
 from reports.ablation import DEPTH_KEY, wiring_label
-from reports.normalize import TrialView
+from reports.normalize import TrialView, recorded
 from reports.outcomes import diverged
 from stats.compare import mean_ci
-from stats.routing import collapsed_sites
-from trainers.config import TrainConfig
 from trainers.measure.coordcheck_table import Axis, draw
+from stats.routing import collapsed_sites
 
 if TYPE_CHECKING:
     from reports.lr_transfer import Drift
@@ -365,17 +364,15 @@ def collapsed_in_any_seed(
     top1: Mapping[str, np.ndarray],
     spread: Mapping[str, np.ndarray],
 ) -> Any:
-    """(sites,) bool: the sites that collapsed (``stats.routing.collapsed_sites``) in at
-    least one of the arm's trials ``g``, each at its own ``train.routing_alarm`` (the default where
-    the record predates the field)."""
-    default = TrainConfig().routing_alarm
+    """(sites,) bool: the sites that collapsed (``stats.routing.collapsed_sites``) in at least
+    one of the arm's trials ``g``, each at its own ``train.routing_alarm`` (the default where
+    the record predates the field: ``reports.normalize.recorded``)."""
     out = np.zeros(len(weights[g["run_id"].iloc[0]]), dtype=bool)
     for _, row in g.iterrows():
         run = row["run_id"]
         if run not in top1 or run not in spread:
             continue
-        level = row.get(ALARM_KEY, default)
-        threshold = default if pd.isna(level) else float(level)
+        threshold = float(recorded(row, ALARM_KEY))  # type: ignore[arg-type]
         out |= collapsed_sites(top1[run], spread[run], weights[run], threshold)
     return out
 
@@ -400,10 +397,10 @@ def depth_weight_heatmaps(
     """Per AttnRes arm (deepest setting), the mean depth-attention weights over its comparable
     trials' seeds (``done``), the pre-attention sites and the pre-MLP sites apart (the paper's
     Figure 8 shape). Site rows are in sublayer order with the output site last. A site that
-    collapsed (``stats.routing``: one source per token through a saturated softmax) in
-    any seed is framed in red. Where every seed measured it, each source's causal importance
-    (``source_importance``: the loss change when it is left out) is drawn below, site for site; each
-    arm's figure comes with whether it was."""
+    collapsed (``stats.routing``: one source per token through a saturated softmax) in any
+    seed is framed in red. Where every seed measured it, each source's causal importance
+    (``source_importance``: the loss change when it is left out) is drawn below, site for site;
+    each arm's figure comes with whether it was."""
     done = deepest(done)
     done = done[done["run_id"].isin(list(weights))]
     out = []

@@ -14,6 +14,7 @@ import math
 import pandas as pd
 
 from record.schema import Metric
+from reports.normalize import recorded
 
 
 def recorded_flops(row: pd.Series) -> float | None:
@@ -27,8 +28,8 @@ def recorded_flops(row: pd.Series) -> float | None:
 
 def trial_flops(row: pd.Series) -> float:
     """Training FLOPs of one trial row: the recorded count, else the estimate."""
-    recorded = recorded_flops(row)
-    return estimated_flops(row) if recorded is None else recorded
+    count = recorded_flops(row)
+    return estimated_flops(row) if count is None else count
 
 
 def estimated_flops(row: pd.Series) -> float:
@@ -41,7 +42,7 @@ def estimated_flops(row: pd.Series) -> float:
     the embedding's): for a model with a wide vocabulary or an AttnRes or mHC wiring it falls
     short of ``trainers.flops``'s count."""
     d, vocab = int(row["model.d_model"]), int(row["model.vocab_size"])
-    embedding = vocab * d * (1 if row.get("model.tie_embeddings", True) else 2)
+    embedding = vocab * d * (1 if recorded(row, "model.tie_embeddings") else 2)
     if row.get("model.pos") == "learned":
         embedding += int(row["model.seq_len"]) * d
     n_layers, seq_len = int(row["model.n_layers"]), int(row["model.seq_len"])

@@ -24,7 +24,7 @@ import pandas as pd
 
 from record.schema import Metric, Status, Tag
 from reports.outcomes import comparable, configured, with_outcome
-from trainers.config import MODEL_DEFAULTS
+from trainers.config import MODEL_DEFAULTS, RunConfig, flatten
 from trainers.identity import READERS
 
 PARAM_PREFIXES = ("model.", "train.", "data.")
@@ -38,10 +38,16 @@ STATUS_OF_RUN = {
     "RUNNING": Status.KILLED,  # the driver exited without closing it: interrupted
     "SCHEDULED": Status.KILLED,
 }
-# The value a record ran for a model field it holds none for: the field came later, and its
-# default is what the model did before it existed (a new field's default changes nothing:
-# LAuReL-LR ran rank 16, DenseFormer 1x1, every run the standard parametrization).
-FIELD_DEFAULTS: dict[str, object] = {f"model.{k}": v for k, v in MODEL_DEFAULTS.items()}
+# The value a record ran for a config field it holds none for: the field came later, and its
+# default is what the run did before it existed (a new field's default changes nothing:
+# LAuReL-LR ran rank 16, DenseFormer 1x1, every run the standard parametrization and the
+# routing alarm's default level). The record's params are kept as recorded (no step of
+# record.upgrade fills them: the report's tables show the columns a run recorded, and which
+# fields vary is read from the record as it is), so this is read where one row is read.
+FIELD_DEFAULTS: dict[str, object] = {
+    **flatten(RunConfig()),
+    **{f"model.{k}": v for k, v in MODEL_DEFAULTS.items()},
+}
 _UNRECORDED = ("nan", "None")  # a missing value once it has been through str()
 
 
@@ -77,7 +83,7 @@ def recorded(row: Mapping[str, Any], key: str, default: object | None = None) ->
 # Data fields newer than some records, and what such a record ran: no manifest (its data was
 # not a prepared corpus). Read as that value, so merging an older sweep splits no context.
 MANIFEST_KEY = "data.manifest"
-DATA_FIELD_DEFAULTS: dict[str, str] = {MANIFEST_KEY: ""}
+DATA_FIELD_DEFAULTS: dict[str, str] = {MANIFEST_KEY: str(FIELD_DEFAULTS[MANIFEST_KEY])}
 
 
 def _as_text(trials: pd.DataFrame, key: str) -> pd.Series:

@@ -22,8 +22,8 @@ def attnres_switches(params: Mapping[str, object]) -> dict[str, str]:
     name (``{"gate": "sigmoid"}``)."""
     out = {}
     for key, default in ATTNRES_DEFAULTS.items():
-        value = str(recorded(params, key, default))
-        if value not in (default, "nan", "None"):
+        value = str(recorded(params, key, default))  # absent, NaN, "nan", "None": the default
+        if value != default:
             out[_SHORT[key]] = value
     return out
 
