@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from record.read import RecordedRun, live_sweep, upgraded
+from record.read import RecordedRun, live_sweep, run_seed, upgraded
 from record.schema import (
     BEST_VAL_LOSS,
     COORDCHECK_INDEX,
@@ -179,16 +179,11 @@ def _number(text: str) -> Any:
     return {"True": True, "False": False}.get(text, text)
 
 
-def _seed(run: Any) -> int | None:
-    text = run.data.tags.get(Tag.SEED)
-    return None if text is None else int(text)
-
-
 def _trial_row(run: Any) -> dict[str, Any]:
     tags = run.data.tags
     try:
         status = trial_status(tags, run.info.status)
-        seed = _seed(run)
+        seed = run_seed(run)
     except ValueError as err:
         raise ValueError(f"run {run.info.run_id}: {err}") from None
     step = tags.get(Tag.STATUS_STEP)
