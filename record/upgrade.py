@@ -48,22 +48,26 @@ class RunRecord:
 
 def record_version(tags: Mapping[str, str]) -> int:
     """The schema version a run was recorded with (``FIRST_VERSION`` where it carries none);
-    ValueError, one line naming the tag, for a tag that is no number."""
+    ValueError, one line naming the tag, for a tag that is no version number."""
     text = tags.get(Tag.SCHEMA_VERSION)
     if text is None:
         return FIRST_VERSION
     try:
-        return int(text)
+        version = int(text)
     except ValueError:
-        raise ValueError(f"{Tag.SCHEMA_VERSION} {text!r}: not a version number") from None
+        version = 0
+    if version < FIRST_VERSION:
+        raise ValueError(f"{Tag.SCHEMA_VERSION} {text!r}: not a version number")
+    return version
 
 
 def _v1_to_v2(run: RunRecord) -> RunRecord:
     """A version-1 trial's status, reason and seed where version 2 keeps them: the legacy
     infeasible tag becomes ``nas.status`` infeasible with its text as ``nas.reason`` (where the
     trial recorded no status of its own; an empty one said nothing), and the ``train.seed``
-    param of a trial run becomes its ``nas.seed`` tag where it has none. The legacy tag is gone either way:
-    version 2 writes none, and a status recorded beside it wins, as it always did."""
+    param of a trial run becomes its ``nas.seed`` tag where it has none. The legacy tag is gone
+    either way: version 2 writes none, and a status recorded beside it wins, as it always
+    did."""
     tags = dict(run.tags)
     legacy = tags.pop(LEGACY_INFEASIBLE, None)
     if legacy and Tag.STATUS not in tags:
@@ -89,8 +93,3 @@ def upgrade(run: RunRecord) -> RunRecord:
         run = STEPS[version](run)
         version += 1
     return replace(run, tags={**run.tags, Tag.SCHEMA_VERSION: str(RECORD_VERSION)})
-
-
-def upgrade_tags(tags: Mapping[str, str], params: Mapping[str, str]) -> dict[str, str]:
-    """A run's tags in the current shape (``upgrade``'s, for a reader of tags only)."""
-    return dict(upgrade(RunRecord(params, tags)).tags)

@@ -44,8 +44,12 @@ _NESTED = {
 
 
 def checkpoint_version(checkpoint: Mapping[str, Any]) -> int:
-    """The version a checkpoint was written with (``FIRST_VERSION`` where it names none)."""
-    return int(checkpoint.get(VERSION_KEY, FIRST_VERSION))
+    """The version a checkpoint was written with (``FIRST_VERSION`` where it names none);
+    ValueError, one line, for one that names no version this harness wrote."""
+    found = checkpoint.get(VERSION_KEY, FIRST_VERSION)
+    if not isinstance(found, int) or isinstance(found, bool) or found < FIRST_VERSION:
+        raise ValueError(f"{VERSION_KEY} {found!r}: not a checkpoint version")
+    return found
 
 
 def upgrade_state_dict(state: Mapping[str, Any]) -> dict[str, Any]:

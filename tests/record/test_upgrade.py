@@ -58,6 +58,8 @@ def test_a_run_without_the_version_tag_is_version_one() -> None:
         record_version({Tag.SCHEMA_VERSION: "two"})
     with pytest.raises(ValueError, match=r"^nas\.schema_version 'two': not a version number$"):
         upgrade(RunRecord({}, {Tag.SCHEMA_VERSION: "two"}))
+    with pytest.raises(ValueError, match=r"^nas\.schema_version '0': not a version number$"):
+        upgrade(RunRecord({}, {Tag.SCHEMA_VERSION: "0"}))
 
 
 def test_every_version_below_the_current_one_has_its_step() -> None:

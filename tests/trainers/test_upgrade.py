@@ -48,8 +48,12 @@ def current(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 
 def test_every_version_below_the_current_one_has_its_step() -> None:
-    """The chain reaches ``CHECKPOINT_VERSION`` from every version there has been."""
+    """The chain reaches ``CHECKPOINT_VERSION`` from every version there has been; a version
+    no harness wrote is refused in one line."""
     assert sorted(STEPS) == list(range(FIRST_VERSION, CHECKPOINT_VERSION))
+    for bad in (0, "2", True):
+        with pytest.raises(ValueError, match=r"^nas_checkpoint_version .*: not a checkpoint"):
+            upgrade_checkpoint({VERSION_KEY: bad})
 
 
 def test_the_module_writes_the_current_version_and_upgrading_it_changes_nothing(
