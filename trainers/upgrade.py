@@ -11,10 +11,14 @@ training loop then see only the current names.
 Checkpoint versions:
 
 - **1** (no ``VERSION_KEY``). The loops may count the optimizer steps in Lightning's automatic
-  loop (written before the module took its steps by hand), and AttnRes's plain path may hold
-  its mixing parameters nested (``stream.sites.score.queries``, ``...score.keys.
-  key_norm_weights``: before one parameter layout per model, issue 24).
-- **2**: the manual loop's step count, the flat names (``stream.sites.queries``).
+  loop (written before the module took its steps by hand); AttnRes's plain path may hold its
+  mixing parameters nested (``stream.sites.score.queries``, ``...score.keys.
+  key_norm_weights``: before one parameter layout per model, issue 24); and the
+  hyperparameters may hold a model field the configuration does not read at the value its
+  sweep gave it (before such fields took their default: ``trainers.identity``), which a
+  ``ModelConfig`` now refuses for some fields.
+- **2**: the manual loop's step count, the flat names (``stream.sites.queries``), every unread
+  model field at its default (``trainers.identity.normalized``'s form: the same model).
 
 Torch-free: the steps move entries between dicts and never touch a tensor.
 """
@@ -24,6 +28,9 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable, Mapping
 from typing import Any
+
+from trainers.config import MODEL_DEFAULTS
+from trainers.identity import unread_fields
 
 CHECKPOINT_VERSION = 2
 VERSION_KEY = "nas_checkpoint_version"  # a top-level entry of a Lightning checkpoint
@@ -75,8 +82,26 @@ def _manual_steps(loops: Mapping[str, Any]) -> dict[str, Any]:
     return {**loops, "fit_loop": fit} if "fit_loop" in loops else dict(loops)
 
 
+def _read_fields_only(hparams: Mapping[str, Any]) -> dict[str, Any]:
+    """The hyperparameters (dotted names) with every model field the configuration does not
+    read at its default, as the current harness records the same model; a field newer than the
+    checkpoint stays absent (``from_dict`` lays the rest over the defaults)."""
+    prefix = "model."
+    model = {
+        **MODEL_DEFAULTS,
+        **{k[len(prefix) :]: v for k, v in hparams.items() if k.startswith(prefix)},
+    }
+    out = dict(hparams)
+    for name in unread_fields(model):
+        if f"{prefix}{name}" in out:
+            out[f"{prefix}{name}"] = MODEL_DEFAULTS[name]
+    return out
+
+
 def _v1_to_v2(checkpoint: Mapping[str, Any]) -> dict[str, Any]:
     out = dict(checkpoint)
+    if "hyper_parameters" in out:
+        out["hyper_parameters"] = _read_fields_only(out["hyper_parameters"])
     if "loops" in out:
         out["loops"] = _manual_steps(out["loops"])
     if "state_dict" in out:

@@ -15,6 +15,7 @@ import torch
 
 from tests.trainers.callbacks import SaveAtStep
 from tests.trainers.data.make_attnres_old_layout import RESUMED
+from trainers.config import flatten
 from trainers.config_io import from_dict, nest
 from trainers.module import LanguageModelModule
 from trainers.run import train
@@ -85,6 +86,21 @@ def test_an_old_checkpoint_upgrades_to_the_current_shape() -> None:
     # the stored dict is not changed: upgrading is a pure function
     assert old["loops"]["fit_loop"][MANUAL]["total"]["completed"] == 0
     assert "model.stream.sites.score.queries" in old["state_dict"]
+
+
+def test_an_unread_field_a_sweep_gave_an_old_checkpoint_reads_as_its_default() -> None:
+    """Before unread fields took their default, a sweep's grid could give an AttnRes trial
+    DenseFormer's period; its hyperparameters hold it, and a ``ModelConfig`` now refuses that.
+    Upgraded, they build the model the trial trained, as the current writer records it."""
+    old: dict[str, Any] = torch.load(OLD, weights_only=True)
+    expected = from_dict(nest(dict(old["hyper_parameters"])))
+    given = {**old, "hyper_parameters": {**old["hyper_parameters"], "model.dense_period": 2}}
+    with pytest.raises(ValueError, match="dense_period"):
+        from_dict(nest(dict(given["hyper_parameters"])))
+    out = upgrade_checkpoint(given)
+    assert from_dict(nest(dict(out["hyper_parameters"]))) == expected
+    current = flatten(expected)  # what the current writer records (fields newer than it aside)
+    assert out["hyper_parameters"] == {k: current[k] for k in out["hyper_parameters"]}
 
 
 def test_upgrading_twice_is_upgrading_once() -> None:
