@@ -19,8 +19,8 @@ from reports.ablation import DEPTH_KEY, wiring_label
 from reports.normalize import TrialView, recorded
 from reports.outcomes import diverged
 from stats.compare import mean_ci
-from trainers.measure.coordcheck_table import Axis, draw
 from stats.routing import collapsed_sites
+from trainers.measure.coordcheck_table import Axis, draw
 
 if TYPE_CHECKING:
     from reports.lr_transfer import Drift

@@ -1,7 +1,7 @@
 """A checkpoint as any version of the harness wrote it, brought to the current shape in one step
 at load (``record.upgrade`` does the same for a run's MLflow record): ``upgrade_checkpoint``
 applies the chain of small pure steps from the checkpoint's version (``VERSION_KEY``, which
-``trainers.module`` writes into every Lightning checkpoint; none: version 1) to
+``trainers.training.module`` writes into every Lightning checkpoint; none: version 1) to
 ``CHECKPOINT_VERSION``; ``upgrade_state_dict`` does the weights' part for a plain state dict
 (``nas train``'s ``model.pt``, which has no room for a version). They are applied where
 checkpoints are loaded: ``LanguageModelModule.on_load_checkpoint`` (every resume, before

@@ -208,7 +208,7 @@ def test_a_checkpoint_from_before_reads_through_the_upgrade(tmp_path: Path) -> N
 
     from nas.generate_cmd import load_trial
     from trainers.config_io import nest
-    from trainers.model import DeepTransformer
+    from trainers.model.transformer import DeepTransformer
 
     old = torch.load(OLD_CHECKPOINT, weights_only=True)
     trained = from_dict(nest(dict(old["hyper_parameters"])))

@@ -1,6 +1,7 @@
 """``reports.load`` on a real MLflow store written here run by run (no Ray sweep): the trial
-status from ``nas.status`` or, for old records, derived (through ``record.upgrade``); archived parents left out; the plans
-read in order; a damaged record refused in one line; and ``nas report --plan``."""
+status from ``nas.status`` or, for old records, derived (through ``record.upgrade``); archived
+parents left out; the plans read in order; a damaged record refused in one line; and ``nas report
+--plan``."""
 
 from __future__ import annotations
 

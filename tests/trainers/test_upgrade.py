@@ -17,8 +17,8 @@ from tests.trainers.callbacks import SaveAtStep
 from tests.trainers.data.make_attnres_old_layout import RESUMED
 from trainers.config import flatten
 from trainers.config_io import from_dict, nest
-from trainers.module import LanguageModelModule
-from trainers.run import train
+from trainers.training.module import LanguageModelModule
+from trainers.training.run import train
 from trainers.upgrade import (
     CHECKPOINT_VERSION,
     FIRST_VERSION,
