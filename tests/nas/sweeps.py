@@ -3,7 +3,8 @@ sweep's record keeps, what a real sweep wrote against ``record.schema``, and an 
 ``nas sweep`` played without Ray (``play``): its plan made and its record opened as the command
 does (``nas.sweep_plan.plan``, ``nas.sweep_open.begin``), then each trial the campaign hands
 Tune written by the trials' own writer (``nas.tracking.TrialRun``), finished at a given loss,
-stage after stage as the command runs them (a tuned grid's seeds once its stage is settled).
+stage after stage as the command runs them (a tuned grid's seeds once its stage is settled), or
+an invocation whose time budget ran out before its first trial (``spend``).
 What a campaign decides (which cells are left, what is refused, what the summary names) is then
 tested on a real MLflow store in a few seconds; what only a trial or Tune writes is not."""
 
@@ -156,6 +157,24 @@ def play(tmp: Path, args: list[str], losses: Mapping[tuple[str, int], float]) ->
             log_progress(record, p)
     close_sweep(record, {}, "FINISHED", p.folder)
     return written
+
+
+def spend(tmp: Path, args: list[str]) -> None:
+    """One invocation of ``nas sweep ARGS`` whose time budget ran out before its first trial,
+    without Ray: the plan and the record as the command makes and opens them, nothing handed to
+    Tune, and the record closed and summarized (printed) as ``nas.sweep`` closes it then. (That
+    the command exits 75 then, with Ray: the real grid sweep of test_sweep.py.)"""
+    from nas.cli import build_parser
+    from nas.sweep import _finish
+    from nas.sweep_cmd import options
+    from nas.sweep_open import begin
+    from nas.sweep_plan import plan
+    from nas.tracking import close_sweep
+
+    opts = options(build_parser().parse_args(command(tmp, *args)))
+    p, record, _ = begin(store_uri(tmp), plan(opts), opts)
+    summary, status = _finish(p, store_uri(tmp), record, 0)
+    close_sweep(record, summary, status, p.folder)
 
 
 def write_trial(record: Any, spec: Any, loss: float) -> None:

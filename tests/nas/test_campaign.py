@@ -1,9 +1,10 @@
 """A research campaign: a sweep extended by seeds and by arms (its decisions on a real MLflow
 SQLite store without Ray: ``tests.nas.sweeps.play``), and against the real parts (Ray, MLflow,
-Lightning trials) a real divergence, a trial time-out, a time budget, a search continued from its
-Optuna study in PostgreSQL. (A changed plan refused and --restart are in
-tests/nas/test_campaign_refusals.py; a trial's worker lost mid-trial in tests/nas/test_cluster.py:
-a whole node of it.) Each test counts runs, statuses and metric steps in the store."""
+Lightning trials) a real divergence, a trial time-out, a search continued from its Optuna study
+in PostgreSQL. (A changed plan refused and --restart are in tests/nas/test_campaign_refusals.py;
+a time budget, in the real grid sweep of tests/nas/test_sweep.py; a trial's worker lost
+mid-trial in tests/nas/test_cluster.py: a whole node of it.) Each test counts runs, statuses
+and metric steps in the store."""
 
 from __future__ import annotations
 
@@ -15,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from record.schema import PLANS_FOLDER, Metric, Tag
+from tests.nas.spaces import ONE_ARM, TINY_SEARCH, TWO_ARMS
 from tests.nas.sweeps import (
     check_record,
-    check_schema,
     command,
     history,
     play,
@@ -25,23 +26,6 @@ from tests.nas.sweeps import (
     trials,
 )
 from tests.postgres import Database
-
-BASE = """\
-description: a campaign on the smoke base
-base: {model.d_model: 32, model.n_heads: 2, model.n_layers: 2, model.seq_len: 64,
-       train.batch_size: 4, train.max_steps: 20, train.val_every: 10, train.val_batches: 2,
-       train.warmup_steps: 2, train.diagnostics_batch: 2, data.max_bytes: 1000000,
-       model.attnres_blocks: 2}
-seeds: [0]
-"""
-ONE_ARM = BASE + "arms: {standard: {model.residual: standard}}\n"
-TWO_ARMS = BASE + (
-    "arms: {standard: {model.residual: standard}, block: {model.residual: block_attnres}}\n"
-)
-EDITED = BASE + (
-    "arms: {standard: {model.residual: standard, train.lr: 0.01}, "
-    "block: {model.residual: block_attnres}}\n"
-)
 
 
 def test_extend_by_seeds_and_arms_plans_only_the_new_cells(
@@ -53,7 +37,7 @@ def test_extend_by_seeds_and_arms_plans_only_the_new_cells(
     Ray; an added arm hands Tune only its cells; each trial's configuration is its arm's and
     seed's; the summary and best-config.yaml name each trial by what it ran (the old index
     remap named a block_attnres trial 'standard'); every invocation logs its plan; every record
-    invariant holds. (What a real sweep writes: the time-budget test below; a changed plan
+    invariant holds. (What a real sweep writes: the grid sweep of test_sweep.py; a changed plan
     refused and --restart: test_campaign_refusals.py.)"""
     import ray
 
@@ -161,24 +145,6 @@ def test_trial_timeout_ends_each_trial_timed_out(
     assert "nothing to run" in capsys.readouterr().out and not ray.is_initialized()
 
 
-def test_time_budget_defers_trials_and_the_same_command_continues(tmp_path: Path) -> None:
-    """A time budget spent before the first trial starts: no trial runs, the sweep exits 75
-    with its parent KILLED and every trial 'not started'; the same command without the budget
-    then runs them all, once each, and what it wrote is what record.schema names (every nas
-    tag, every metric, every key of every Tune report: ``tests.nas.sweeps.check_schema``)."""
-    proc = sweep(tmp_path, "smoke", "--name", "budget", "--time-budget", "0.00001")
-    assert proc.returncode == 75, proc.stderr[-3000:]
-    assert "2 not started" in proc.stdout
-    parents, runs, _ = trials(tmp_path, "budget")
-    assert len(parents) == 1 and parents[0].info.status == "KILLED" and not runs
-    again = sweep(tmp_path, "smoke", "--name", "budget")
-    assert again.returncode == 0, again.stderr[-3000:]
-    parents, runs, client = trials(tmp_path, "budget")
-    assert len(runs) == 2 and parents[0].info.status == "FINISHED"
-    check_record(runs, client)
-    check_schema(tmp_path, "budget", parents, runs)
-
-
 def test_more_trials_continue_the_same_search(tmp_path: Path, postgres_db: Database) -> None:
     """A TPE search with ASHA over a YAML space, its study kept in a PostgreSQL database
     (--study-storage, with a password), runs its 3 trials, each a child run with its sampled
@@ -187,8 +153,6 @@ def test_more_trials_continue_the_same_search(tmp_path: Path, postgres_db: Datab
     earlier 3 in the study and their runs untouched: the record and the stored study hold the
     same 5 distinct trials. The password is in no file under the folder (Tune pickles the
     searcher)."""
-    from tests.nas.test_sweep import TINY_SEARCH
-
     space = tmp_path / "search.yaml"
     space.write_text(TINY_SEARCH)
     study = ("--study-storage", postgres_db.url)

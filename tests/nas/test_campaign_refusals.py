@@ -12,7 +12,7 @@ import pytest
 
 from record.schema import PLANS_FOLDER, Tag
 from tests.nas import sweeps
-from tests.nas.test_campaign import EDITED, TWO_ARMS
+from tests.nas.spaces import EDITED, TWO_ARMS
 
 LOSSES = {("standard", 0): 3.1, ("block", 0): 3.0}
 

@@ -18,8 +18,8 @@ from nas.tracking import RecordedTrial
 from record.schema import GRID_PARAM, Status
 from search_spaces import BUILTIN
 from search_spaces.space import Kind
-from tests.nas.test_record import SEARCH as RECORD_SEARCH
-from tests.nas.test_record import _recorded as recorded_as
+from tests.nas.spaces import SEARCH as RECORD_SEARCH
+from tests.nas.spaces import recorded as recorded_as
 from trainers.config import RunConfig
 
 SEARCH = replace(RECORD_SEARCH, trials=5)

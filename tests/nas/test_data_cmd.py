@@ -187,7 +187,10 @@ def test_train_takes_the_vocabulary_from_the_corpus(
     prepared: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """`nas train` on shards with model.vocab_size unset trains with the manifest's
-    vocabulary and records it: the resolved config, Lightning's hparams and the weights."""
+    vocabulary and records it: the resolved config, Lightning's hparams and the weights; its
+    validation gives bits per byte from the corpus's token bytes."""
+    import json
+
     import torch
     import yaml
 
@@ -198,11 +201,34 @@ def test_train_takes_the_vocabulary_from_the_corpus(
     out = tmp_path / "run"
     data = ("data.source=shards", f"data.path={prepared}")
     assert main(["train", *_sets(*data, *TINY), "--out", str(out), "--no-progress"]) == 0
-    assert "val/loss" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "val/loss" in printed and "val/bpb" in printed
+    assert json.loads((out / "result.json").read_text())["val_bpb"] > 0
     assert build_config(str(out / "config.yaml")).model.vocab_size == named
     assert yaml.safe_load((out / "hparams.yaml").read_text())["model.vocab_size"] == named
     weights = torch.load(out / "model.pt", weights_only=True)
     assert weights["tok_emb.weight"].shape[0] == named
+
+
+def test_a_sweep_on_shards_records_the_manifest_hash(prepared: Path, tmp_path: Path) -> None:
+    """A sweep on a prepared corpus (``tests.nas.sweeps.play``: the plan and the record as
+    ``nas sweep`` makes them, without Ray): every trial's run records the corpus's manifest hash
+    as its ``data.manifest`` param (what keeps trials on other data apart) and its source.
+    (That a trial on shards trains and gives bits per byte: the `nas train` test above, and the
+    real grid sweep of test_sweep.py logging every metric a trial's result holds.)"""
+    from tests.nas import sweeps
+    from trainers.corpus.manifest import manifest_hash
+
+    sets = _sets("data.source=shards", f"data.path={prepared}")
+    losses = {("standard", 0): 3.0, ("block_attnres", 0): 2.9}
+    handed = sweeps.play(tmp_path, ["smoke", *sets], losses)
+    assert {s.config.data.manifest for s in handed} == {manifest_hash(prepared)}
+    runs, _ = sweeps.runs(tmp_path, "smoke")
+    children = [r for r in runs if r.data.tags.get("nas.role") == "trial"]
+    assert len(children) == 2
+    for child in children:
+        assert child.data.params["data.manifest"] == manifest_hash(prepared)
+        assert child.data.params["data.source"] == "shards"
 
 
 def _space(tmp_path: Path, corpus: Path, arms: str) -> str:

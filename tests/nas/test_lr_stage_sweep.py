@@ -3,8 +3,8 @@
 finished at, its seeds at it; a new seed extending it without re-running the stage; a changed
 learning-rate grid refused in one line before anything is written), and against the real parts
 (the session's Ray, Lightning trials on smoke-sized models) one invocation training the stage,
-then the seeds at the choice; a bad ``tune`` block refused before anything is written; a time
-budget spent in the stage."""
+then the seeds at the choice; a bad ``tune`` block refused before anything is written; and,
+without Ray, a time budget spent in the stage."""
 
 from __future__ import annotations
 
@@ -18,10 +18,9 @@ import pytest
 from record.schema import LR_STAGE_FILE, PLANS_FOLDER, Metric, Tag
 from search_spaces.lr_stage import choose
 from tests.nas import sweeps
-from tests.nas.test_campaign import BASE
+from tests.nas.spaces import ARMS, BASE
 
 ONE_ARM = "arms: {standard: {model.residual: standard}}\n"
-ARMS = "arms: {standard: {model.residual: standard}, block: {model.residual: block_attnres}}\n"
 TUNE = "tune: {train.lr: {float: [1e-3, 1e-2], log: true}, points: 3}\n"
 TUNED = BASE + ARMS + TUNE
 VALUES = (0.001, 0.00316228, 0.01)
@@ -168,15 +167,20 @@ def test_a_bad_tune_block_exits_2_before_anything_is_written(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.yaml"]
 
 
-def test_a_time_budget_spent_in_the_stage_leaves_the_seeds_not_started(tmp_path: Path) -> None:
-    """A budget spent before the first trial: no stage trial runs, so no learning rate is
+def test_a_time_budget_spent_in_the_stage_leaves_the_seeds_not_started(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A budget spent before the first trial (``tests.nas.sweeps.spend``: the invocation opened
+    and closed as the command does, without Ray): no stage trial ran, so no learning rate is
     chosen and no seed runs; the summary counts the stage's six trials and the two arms' seeds
-    as not started, the parent is KILLED and the exit status says the budget ran out (75)."""
+    as not started, and the parent is KILLED. (The exit status 75: the real grid sweep of
+    test_sweep.py.)"""
     space = tmp_path / "tuned.yaml"
     space.write_text(TUNED)
-    proc = sweeps.sweep(tmp_path, str(space), "--name", "tuned", "--time-budget", "0.00001")
-    assert proc.returncode == 75, proc.stderr[-3000:]
-    assert "8 not started" in proc.stdout and " chosen" not in proc.stdout
+    capsys.readouterr()
+    sweeps.spend(tmp_path, [str(space), "--name", "tuned", "--time-budget", "0.00001"])
+    out = capsys.readouterr().out
+    assert "8 not started" in out and " chosen" not in out
     parents, trials, client = sweeps.trials(tmp_path, "tuned")
     assert len(parents) == 1 and parents[0].info.status == "KILLED" and not trials
     state = _artifact(client, parents[0].info.run_id, tmp_path)

@@ -1,5 +1,6 @@
 """``--device-memory`` (``nas.memory_check``): its sizes, ``nas spaces``' per-cell plan and
-verdict, and a real sweep refused before launch that then runs with the setting it was told."""
+verdict, and a sweep refused before launch that then plans and records the setting it was told
+(without Ray: the check is the plan's; training on micro-batches is the trainer tests')."""
 
 from __future__ import annotations
 
@@ -49,20 +50,25 @@ def test_spaces_prints_each_cells_plan_and_whether_it_fits(
     assert capsys.readouterr().out.count("fits 80 GiB") == 2
 
 
-@pytest.mark.slow
-def test_a_sweep_that_does_not_fit_is_refused_then_runs_with_the_advice(tmp_path: Path) -> None:
-    """The smoke grid on a CPU with 2 MB per device: refused before launch (exit 2, one line
-    naming the arm, its estimate and the cheapest --set; nothing written); the same command with
-    that --set plans, runs and records every cell."""
-    proc = sweeps.sweep(tmp_path, "smoke", "--device-memory", "2MB")
-    assert proc.returncode == 2, proc.stderr
-    line = proc.stderr.strip()
+def test_a_sweep_that_does_not_fit_is_refused_then_runs_with_the_advice(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The smoke grid on a CPU with 2 MB per device, the real command in this process: refused
+    while planning, before anything starts (exit 2, one line naming the arm, its estimate and
+    the cheapest --set; nothing written, no Ray); the same command with that --set plans and
+    records every cell at that micro-batch (``tests.nas.sweeps.play``: the plan and the record
+    as the command makes them, without Ray)."""
+    import ray
+
+    assert main(sweeps.command(tmp_path, "smoke", "--device-memory", "2MB")) == 2
+    line = capsys.readouterr().err.strip()
     assert len(line.splitlines()) == 1 and "arm standard needs about" in line
     assert "more than 1.91 MiB" in line and "--set train.micro_batch=2" in line
-    assert list(tmp_path.iterdir()) == []
+    assert list(tmp_path.iterdir()) == [] and not ray.is_initialized()
     advice = line.split("fits: ")[1].split(" (")[0].split()
-    proc = sweeps.sweep(tmp_path, "smoke", "--device-memory", "2MB", *advice)
-    assert proc.returncode == 0, proc.stderr
+    losses = {("standard", 0): 3.0, ("block_attnres", 0): 2.9}
+    handed = sweeps.play(tmp_path, ["smoke", "--device-memory", "2MB", *advice], losses)
+    assert {s.config.train.micro_batch for s in handed} == {2}
     runs, _ = sweeps.runs(tmp_path, "smoke")
     children = [r for r in runs if r.data.tags.get("mlflow.parentRunId")]
     assert len(children) == 2

@@ -17,8 +17,7 @@ from nas.spec import grid_specs, search_spec, trial_key
 from nas.tracking import RecordedTrial, StoredSweep, SweepRecord
 from record.schema import Status
 from search_spaces import BUILTIN, grid_cells
-from search_spaces.distributions import Choice, FloatRange
-from search_spaces.space import Objective, Space
+from tests.nas.spaces import SEARCH, recorded
 from trainers.config import RunConfig, flatten
 
 
@@ -46,23 +45,6 @@ def test_extending_a_grid_keeps_every_existing_key() -> None:
     assert keys < big and len(big) == len(grid_specs(grid_cells(space, RunConfig())[0]))
 
 
-SEARCH = Space(
-    name="s",
-    description="",
-    kind="search",
-    params={"train.lr": FloatRange(1e-4, 1e-2, log=True), "model.d_model": Choice((32, 64))},
-    trials=4,
-    objectives=(Objective("val/loss"),),
-)
-
-
-def _recorded(spec, status: Status | None, metrics: dict[str, float]) -> RecordedTrial:  # type: ignore[no-untyped-def]
-    params = {k: str(v) for k, v in flatten(spec.config).items()}
-    return RecordedTrial(
-        spec.key, spec.key, spec.arm, spec.seed, status, "FINISHED", "", params, metrics
-    )
-
-
 def _stored(base: RunConfig, trials: list[RecordedTrial]) -> StoredSweep:
     record = SweepRecord("sqlite:///nowhere", "1", "p", "s")
     base_params = {k: str(v) for k, v in flatten(base).items()}
@@ -76,7 +58,7 @@ def test_plan_check_refuses_a_changed_base_or_cell_and_allows_an_extension() -> 
     base = RunConfig()
     cells, _ = grid_cells(BUILTIN["smoke"], base)
     specs = grid_specs(cells)
-    stored = _stored(base, [_recorded(specs[0], Status.FINISHED, {})])
+    stored = _stored(base, [recorded(specs[0], Status.FINISHED, {})])
     assert conflicts(stored, flatten(base), specs) == ""
     lr = replace(base, train=replace(base.train, lr=0.01))
     assert "train.lr: 0.003 -> 0.01" in conflicts(stored, flatten(lr), specs)
@@ -85,7 +67,7 @@ def test_plan_check_refuses_a_changed_base_or_cell_and_allows_an_extension() -> 
     reason = conflicts(stored, flatten(base), edited)
     assert repr(specs[0].label) in reason and "train.lr: 0.003 -> 0.01" in reason
     assert differences({"a": "1", "old": "x"}, {"a": 1, "new": "y"}) == []
-    legacy = _stored(base, [replace(_recorded(specs[0], Status.FINISHED, {}), key="cell-00000")])
+    legacy = _stored(base, [replace(recorded(specs[0], Status.FINISHED, {}), key="cell-00000")])
     assert "has another trial key (cell-00000 ->" in conflicts(legacy, flatten(base), specs)
 
 
@@ -128,12 +110,12 @@ def test_searcher_warm_start_holds_every_settled_trial_and_reruns_the_killed() -
     done = search_spec(base, SEARCH, {"train.lr": 0.001, "model.d_model": 32}, 0)
     bad = search_spec(base, SEARCH, {"train.lr": 0.009, "model.d_model": 64}, 0)
     cut = search_spec(base, SEARCH, {"train.lr": 0.0003, "model.d_model": 64}, 0)
-    recorded = {
-        done.key: _recorded(done, Status.FINISHED, {"final/val_loss": 2.5}),
-        bad.key: _recorded(bad, Status.DIVERGED, {}),
-        cut.key: _recorded(cut, Status.KILLED, {"val/loss": 3.0}),
+    record = {
+        done.key: recorded(done, Status.FINISHED, {"final/val_loss": 2.5}),
+        bad.key: recorded(bad, Status.DIVERGED, {}),
+        cut.key: recorded(cut, Status.KILLED, {"val/loss": 3.0}),
     }
-    search = searcher(SEARCH, recorded, {"val_loss": math.inf}, 0)
+    search = searcher(SEARCH, record, {"val_loss": math.inf}, 0)
     study = search._ot_study
     values = sorted(t.value for t in study.trials if t.state.name == "COMPLETE")
     assert values == [2.5, math.inf]
@@ -141,7 +123,7 @@ def test_searcher_warm_start_holds_every_settled_trial_and_reruns_the_killed() -
     assert proposed == {"train.lr": 0.0003, "model.d_model": 64}
     again = search_spec(base, SEARCH, proposed, 0)
     assert again.key == cut.key
-    assert remaining(SEARCH, recorded) == 2
+    assert remaining(SEARCH, record) == 2
 
 
 def test_time_budget_stops_at_the_next_report_and_lets_the_outcome_through() -> None:
@@ -168,8 +150,8 @@ def test_unplanned_trials_are_reported_but_do_not_keep_a_grid_open() -> None:
 
     base = RunConfig()
     specs = grid_specs(grid_cells(BUILTIN["smoke"], base)[0])
-    old = replace(_recorded(specs[0], Status.KILLED, {}), key="dropped")
-    done = _recorded(specs[0], Status.FINISHED, {"final/val_loss": 2.0})
+    old = replace(recorded(specs[0], Status.KILLED, {}), key="dropped")
+    done = recorded(specs[0], Status.FINISHED, {"final/val_loss": 2.0})
     results = outcomes({specs[0].key: specs[0].label}, {"dropped": old, specs[0].key: done})
     assert [(o.status, o.planned) for o in results] == [("finished", True), ("killed", False)]
     results = outcomes({specs[1].key: specs[1].label}, {})

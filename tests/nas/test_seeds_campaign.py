@@ -16,11 +16,9 @@ from nas.tracking import RecordedTrial
 from record.schema import Metric, Status, Tag
 from search_spaces import get_space
 from search_spaces.seed_choice import SeedRule, choose
-from tests.nas.test_campaign import BASE
+from tests.nas.spaces import PILOT
 from trainers.settings import under_settings
 
-ARMS = "arms: {standard: {model.residual: standard}, block: {model.residual: block_attnres}}\n"
-PILOT = BASE.replace("seeds: [0]", "seeds: [0, 1, 2]") + ARMS
 NOISE = {0: 0.01, 1: -0.02, 2: 0.015}  # block minus standard, per seed: sd 0.0189
 
 

@@ -19,26 +19,28 @@ from tests.nas import sweeps
 from tests.ray_cluster import shared_env
 from trainers.config_io import build_config
 
-TINY_SEARCH = """\
-description: a tiny TPE search
-kind: search
-base: {model.d_model: 32, model.n_heads: 2, model.n_layers: 2, model.seq_len: 64,
-       train.batch_size: 4, train.max_steps: 20, train.val_every: 10, train.val_batches: 2,
-       train.warmup_steps: 2, train.diagnostics_batch: 2, data.max_bytes: 1000000}
-params:
-  train.lr: {float: [0.0003, 0.01], log: true}
-  model.residual: [standard, block_attnres]
-  model.attnres_blocks: 2
-trials: 3
-"""
-
 
 def test_grid_sweep_records_one_child_run_per_cell_and_resumes_without_duplicates(
-    tmp_path: Path,
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """The smoke grid: a parent run and one nested child per cell, each with the flattened
-    config as params, loss and dilution metrics with steps; running the same command again
-    re-runs nothing and records nothing twice."""
+    """The smoke grid, the one real grid sweep: a time budget spent before the first trial
+    starts runs no trial (exit 75, the parent KILLED, every trial 'not started'); the same
+    command without the budget then runs them all, once each: a parent run and one nested
+    child per cell, each with the flattened config as params, loss, bits-per-byte and dilution
+    metrics with steps, and what it wrote is what record.schema names (every nas tag, every
+    metric, every key of every Tune report: ``tests.nas.sweeps.check_schema``); a recorded trial
+    retrains from its logged configuration to the same loss; running the same command again,
+    in this process, re-runs nothing, starts no Ray and records nothing twice."""
+    import ray
+
+    from nas.cli import main
+
+    budget = sweeps.sweep(tmp_path, "smoke", "--time-budget", "0.00001")
+    assert budget.returncode == 75, budget.stderr[-3000:]
+    assert "2 not started" in budget.stdout
+    parents, children, _ = sweeps.trials(tmp_path, "smoke")
+    assert len(parents) == 1 and parents[0].info.status == "KILLED" and not children
+
     proc = sweeps.sweep(tmp_path, "smoke")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "sweep smoke: 2 finished, 0 skipped" in proc.stdout
@@ -46,6 +48,8 @@ def test_grid_sweep_records_one_child_run_per_cell_and_resumes_without_duplicate
     parents = [r for r in runs if r.data.tags.get("nas.role") == "sweep"]
     children = [r for r in runs if r.data.tags.get("nas.role") == "trial"]
     assert len(parents) == 1 and len(children) == 2
+    sweeps.check_record(children, client)
+    sweeps.check_schema(tmp_path, "smoke", parents, children)
     parent = parents[0]
     assert parent.info.status == "FINISHED" and parent.data.metrics["sweep/finished"] == 2
     assert parent.data.params["train.max_steps"] == "20"  # the base configuration
@@ -56,7 +60,7 @@ def test_grid_sweep_records_one_child_run_per_cell_and_resumes_without_duplicate
         assert child.data.params["train.seed"] == "0"
         steps = [m.step for m in client.get_metric_history(child.info.run_id, "val/loss")]
         assert len(steps) >= 2 and steps == sorted(steps)
-        assert "dilution/stream_growth" in child.data.metrics
+        assert "dilution/stream_growth" in child.data.metrics and "val/bpb" in child.data.metrics
         assert len(child.data.tags["nas.git_commit"]) in (40, 7)  # a sha, or "unknown"
     assert {c.data.tags["nas.arm"] for c in children} == {"standard", "block_attnres"}
     best_line = next(
@@ -106,9 +110,10 @@ def test_grid_sweep_records_one_child_run_per_cell_and_resumes_without_duplicate
         == (child.data.params["model.residual"])
     )
 
-    again = sweeps.sweep(tmp_path, "smoke")
-    assert again.returncode == 0, again.stderr[-3000:]
-    assert "all 2 planned trials are settled in the record; nothing to run" in again.stdout
+    capsys.readouterr()
+    assert main(sweeps.command(tmp_path, "smoke")) == 0 and not ray.is_initialized()
+    again = capsys.readouterr().out
+    assert "all 2 planned trials are settled in the record; nothing to run" in again
     runs_after, _ = sweeps.runs(tmp_path, "smoke")
     assert len(runs_after) == len(runs)  # no duplicate runs
     history = client.get_metric_history(children[0].info.run_id, "val/loss")
@@ -368,24 +373,3 @@ def _kill_processes_naming(text: str) -> None:
     from tests.ray_cluster import pids_naming, stop
 
     stop(pids_naming(text))
-
-
-def test_a_trial_on_shards_records_the_manifest_hash(tmp_path: Path) -> None:
-    """A sweep on a corpus ``nas data prepare`` wrote: every trial records the corpus's
-    manifest hash as its ``data.manifest`` param (what keeps trials on other data apart)."""
-    from tests.corpus import VOCAB, prepared_corpus
-    from trainers.corpus.manifest import manifest_hash
-
-    corpus = prepared_corpus(
-        tmp_path, lambda i: f"document {i}: words and more words, {i} times over\n"
-    )
-    sets = ["data.source=shards", f"data.path={corpus}", f"model.vocab_size={VOCAB}"]
-    proc = sweeps.sweep(tmp_path, "smoke", *(a for s in sets for a in ("--set", s)))
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    runs, _ = sweeps.runs(tmp_path, "smoke")
-    children = [r for r in runs if r.data.tags.get("nas.role") == "trial"]
-    assert len(children) == 2
-    for child in children:
-        assert child.data.params["data.manifest"] == manifest_hash(corpus)
-        assert child.data.params["data.source"] == "shards"
-        assert "val/bpb" in child.data.metrics

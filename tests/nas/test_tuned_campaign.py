@@ -15,7 +15,7 @@ from nas.spec import trial_key
 from record.schema import GRID_PARAM, STAGE_POINT_KEY, Status, Tag
 from search_spaces import BUILTIN
 from search_spaces.lr_stage import LrStage
-from tests.nas.test_record import _recorded
+from tests.nas.spaces import recorded as as_recorded
 from trainers.config import RunConfig
 
 STAGE = LrStage("train.lr", 1e-3, 1e-2, log=True, points=3, seeds=1)
@@ -33,7 +33,7 @@ def _tuned(seeds: tuple[int, ...] = (0, 1), stage: LrStage = STAGE) -> TunedGrid
 def _settle(campaign: TunedGridCampaign, losses: dict[float, float]) -> dict:  # type: ignore[type-arg]
     """Every stage trial finished, its final loss by its value."""
     return {
-        s.key: _recorded(s, Status.FINISHED, {"final/val_loss": losses[s.config.train.lr]})
+        s.key: as_recorded(s, Status.FINISHED, {"final/val_loss": losses[s.config.train.lr]})
         for s in campaign.stage_specs
     }
 
@@ -86,7 +86,7 @@ def test_an_arm_waits_while_its_stage_has_a_trial_unsettled() -> None:
     tuned = _tuned()
     recorded = _settle(tuned, {VALUES[0]: 4.0, VALUES[1]: 3.0, VALUES[2]: 3.5})
     killed = tuned.stage_specs[0]
-    recorded[killed.key] = _recorded(killed, Status.KILLED, {})
+    recorded[killed.key] = as_recorded(killed, Status.KILLED, {})
     chosen = tuned.given(recorded)
     assert isinstance(chosen, TunedGridCampaign)
     assert set(chosen.choices) == {tuned.stage_specs[-1].arm.rpartition("/")[0]}
