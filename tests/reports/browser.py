@@ -172,3 +172,12 @@ def _verdict(dom: str) -> PageCheck:
         decoded=int(data["decoded"]),
         tables=int(data["tables"]),
     )
+
+
+def artifact_dir(tmp_path: Path) -> Path:
+    """Where a test's screenshots go: ``$NAS_TEST_ARTIFACTS/reports`` where set (kept after the
+    run), else the test's own temporary folder."""
+    root = os.environ.get("NAS_TEST_ARTIFACTS")
+    path = Path(root) / "reports" if root else tmp_path
+    path.mkdir(parents=True, exist_ok=True)
+    return path

@@ -7,20 +7,12 @@ Skipped with the reason when no Chromium can be had. The screenshot is kept as a
 from __future__ import annotations
 
 import io
-import os
 import time
 from pathlib import Path
 
 from reports.document import Document, Figure, Paragraph, Section, Table
 from reports.write import write_report
-from tests.reports.browser import check_page
-
-
-def artifact_dir(tmp_path: Path) -> Path:
-    root = os.environ.get("NAS_TEST_ARTIFACTS")
-    path = Path(root) / "reports" if root else tmp_path
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+from tests.reports.browser import artifact_dir, check_page
 
 
 def plot_png(slope: float) -> bytes:

@@ -14,7 +14,7 @@ from nas.cli import main
 from record.read import RecordedRun, live_trial_id
 from record.schema import Status, Tag
 from reports.diff import TrialRef, config_changes, diff_runs, parse_ident, render
-from tests.reports.test_load import Store, new
+from tests.reports.store import Store, new
 
 A_ID, B_ID = "a" * 32, "b" * 32
 

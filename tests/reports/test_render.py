@@ -5,8 +5,6 @@ from __future__ import annotations
 import base64
 import dataclasses
 import re
-import struct
-import zlib
 from pathlib import Path
 
 import pytest
@@ -16,25 +14,9 @@ from reports.document import DataFile, Document, Figure, Paragraph, Section, Tab
 from reports.render_html import render_html, section_ids
 from reports.render_md import render_markdown
 from reports.write import write_report
+from tests.reports.images import tiny_png
 
 SCRIPT = "<script>alert('x')</script>"
-
-
-def tiny_png(width: int, height: int, shade: int) -> bytes:
-    """A valid grey PNG; different arguments give different bytes."""
-
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        body = kind + data
-        return struct.pack(">I", len(data)) + body + struct.pack(">I", zlib.crc32(body))
-
-    raw = b"".join(b"\x00" + bytes([shade]) * width for _ in range(height))
-    header = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)
-    return (
-        b"\x89PNG\r\n\x1a\n"
-        + chunk(b"IHDR", header)
-        + chunk(b"IDAT", zlib.compress(raw))
-        + chunk(b"IEND", b"")
-    )
 
 
 def sample_doc() -> Document:

@@ -14,7 +14,7 @@ from reports.render_tex import escape, render_tex
 from reports.sections import main_table
 from reports.sections.results import COLUMNS
 from tests.reports.frames import sweep, trial
-from tests.reports.test_render import tiny_png
+from tests.reports.images import tiny_png
 
 SPECIAL = r"a_b & c% d# e$ f{g} h~ i^ j\k"
 ESCAPED = r"a\_b \& c\% d\# e\$ f\{g\} h\textasciitilde{} i\textasciicircum{} j\textbackslash{}k"

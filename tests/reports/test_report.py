@@ -21,8 +21,7 @@ from reports.merge import merge_sweeps, separating_keys
 from reports.render_md import render_markdown
 from reports.sections.results import COLUMNS
 from tests.cli import run_nas as _nas
-from tests.reports.browser import check_page
-from tests.reports.test_browser import artifact_dir
+from tests.reports.browser import artifact_dir, check_page
 
 
 def _final_losses(uri: str) -> dict[str, dict[int, float]]:
