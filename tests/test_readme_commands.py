@@ -316,8 +316,8 @@ def test_the_documents_show_commands_of_every_kind() -> None:
 # plan (the space, its cells, every option's value) or the configuration is built in-process,
 # which is where a documented option that stopped working fails, without Ray or training.
 COVERED_BY = {
-    "sweep": "tests/nas/test_sweep.py (grid and search sweeps, resume, SIGTERM, SIGKILL) and "
-    "tests/nas/test_campaign.py (YAML spaces, --seeds, --set, extension, time budgets, exit 75)",
+    "sweep": "tests/nas/test_sweep.py (grid and search sweeps, a time budget and exit 75, resume, "
+    "SIGTERM, SIGKILL) and tests/nas/test_campaign.py (YAML spaces, --seeds, --set, extension)",
     "train": "tests/nas/test_cli.py::test_train_end_to_end (training, its outputs, --set, "
     "--config round trip)",
 }

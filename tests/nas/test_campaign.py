@@ -9,8 +9,6 @@ and metric steps in the store."""
 from __future__ import annotations
 
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -22,6 +20,7 @@ from tests.nas.sweeps import (
     command,
     history,
     play,
+    store_uri,
     sweep,
     trials,
 )
@@ -112,13 +111,13 @@ def test_a_diverging_sweep_records_the_divergence_as_a_result(tmp_path: Path) ->
         assert all(abs(v) < float("inf") for v in run.data.metrics.values())
         assert run.data.metrics[Metric.FINAL_STEPS] == step
     assert parents[0].data.metrics["sweep/diverged"] == 2
-    report = subprocess.run(
-        [sys.executable, "-m", "nas.cli", "report", "diverge", "--tracking-uri",
-         f"sqlite:///{tmp_path / 'mlflow.db'}"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    assert report.returncode == 0, report.stderr[-3000:]
-    assert "diverged" in (tmp_path / "nas-reports" / "diverge" / "report.md").read_text()
+    from nas.cli import main
+
+    out = tmp_path / "report"
+    assert (
+        main(["report", "diverge", "--tracking-uri", store_uri(tmp_path), "--out", str(out)]) == 0
+    )
+    assert "diverged" in (out / "report.md").read_text()
 
 
 def test_trial_timeout_ends_each_trial_timed_out(

@@ -187,16 +187,14 @@ def test_multi_objective_search_reports_infeasible_proposals_at_once(tmp_path: P
     assert f"{len(bad)} infeasible" in proc.stdout
     assert "Pareto front (val/loss min, params min):" in proc.stdout
     # the report of a search: best trials, the front, and the infeasible proposals listed
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    report = subprocess.run(
-        [sys.executable, "-m", "nas.cli", "report", "pareto", "--tracking-uri", uri],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=300,
+    from nas.cli import main
+
+    out = tmp_path / "report"
+    assert (
+        main(["report", "pareto", "--tracking-uri", sweeps.store_uri(tmp_path), "--out", str(out)])
+        == 0
     )
-    assert report.returncode == 0, report.stderr[-3000:]
-    text = (tmp_path / "nas-reports" / "pareto" / "report.md").read_text()
+    text = (out / "report.md").read_text()
     assert "**best trials**" in text and "**Pareto front**" in text
     assert text.count("| infeasible |") == len(bad)
 
