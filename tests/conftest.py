@@ -2,7 +2,9 @@
 
 These modules start whole sweeps (``nas sweep`` in a subprocess, with its own local Ray; the
 report, diff, formats and dashboard tests share one ``smoke`` sweep over two seeds, the README test runs
-every documented command), a two-node Ray cluster, or a headless browser. A rule here rather
+every documented command), a two-node Ray cluster, or a headless browser; or they play
+campaigns on real MLflow stores without Ray (``tests.nas.sweeps.play``: seconds each, kept out of
+``make test-fast``'s two minutes). A rule here rather
 than a decorator per test, because
 the rule holds whatever tests a module ends up with.
 The few quick checks in these modules (bad input exiting 2 before any trial starts) ride along.
@@ -51,6 +53,7 @@ SLOW_MODULES = frozenset(
         "nas/test_campaign.py",
         "nas/test_campaign_refusals.py",
         "nas/test_lr_stage_sweep.py",
+        "nas/test_seeds_auto_sweep.py",
         "nas/test_postgres.py",
         "nas/test_cluster.py",
         "nas/test_data_parallel.py",

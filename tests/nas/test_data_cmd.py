@@ -210,6 +210,7 @@ def test_train_takes_the_vocabulary_from_the_corpus(
     assert weights["tok_emb.weight"].shape[0] == named
 
 
+@pytest.mark.slow  # a sweep's record (no Ray): out of test-fast's budget, as its sweep was
 def test_a_sweep_on_shards_records_the_manifest_hash(prepared: Path, tmp_path: Path) -> None:
     """A sweep on a prepared corpus (``tests.nas.sweeps.play``: the plan and the record as
     ``nas sweep`` makes them, without Ray): every trial's run records the corpus's manifest hash

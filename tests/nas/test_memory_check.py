@@ -50,6 +50,7 @@ def test_spaces_prints_each_cells_plan_and_whether_it_fits(
     assert capsys.readouterr().out.count("fits 80 GiB") == 2
 
 
+@pytest.mark.slow  # a campaign on a real store: out of test-fast's budget, as before
 def test_a_sweep_that_does_not_fit_is_refused_then_runs_with_the_advice(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
