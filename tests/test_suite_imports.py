@@ -1,0 +1,39 @@
+"""No test module imports another test module: what tests share (spaces, recorded stores, images,
+a browser) lives in helper modules (tests/nas/spaces.py, tests/nas/sweeps.py, tests/reports/...),
+so a test module can be moved, renamed or split without breaking another."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+TESTS = Path(__file__).parent
+# (importer, imported): the model contract suite, run by a wiring's module on its own cells
+# (docs/style.md: a contract test suite runs over every implementation); and two AttnRes test
+# modules that share test_attnres_switches' cases, to move to a helper with tests/trainers'
+# layout move.
+ALLOWED = {
+    ("trainers/test_value_residual.py", "tests.trainers.test_model_contract"),
+    ("trainers/test_attnres_buffered_switches.py", "tests.trainers.test_attnres_switches"),
+    ("trainers/test_attnres_layout.py", "tests.trainers.test_attnres_switches"),
+}
+
+
+def _test_module(name: str) -> bool:
+    return name.startswith("tests.") and name.rpartition(".")[2].startswith("test_")
+
+
+def test_no_test_module_imports_another() -> None:
+    """Every ``from tests... import`` and ``import tests...`` in a test module names a helper
+    module, not a ``test_*`` module (beyond ``ALLOWED``)."""
+    found = set()
+    for path in TESTS.rglob("test_*.py"):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            else:
+                continue
+            found |= {(path.relative_to(TESTS).as_posix(), n) for n in names if _test_module(n)}
+    assert found <= ALLOWED, sorted(found - ALLOWED)
