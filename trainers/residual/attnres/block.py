@@ -13,10 +13,12 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 
+import torch
 from torch import Tensor, nn
 
 from trainers.config import ModelConfig, balanced_partition
 from trainers.residual.attnres import delta as delta_attnres
+from trainers.residual.attnres import fused as fused_attnres
 from trainers.residual.attnres.depth_attention import Schedule, Sources, mix
 from trainers.residual.attnres.depth_mixing import draw_queries
 from trainers.residual.attnres.full import AttnResSite, AttnResStream
@@ -81,9 +83,34 @@ class BlockAttnResStream(AttnResStream):
         # The embedding and every block's summary; a site mixes at most that many sources (the
         # summaries before its block and its partial sum, or, at the output, all of them).
         super().__init__(cfg, schedule, cfg.attnres_blocks + 1, block_spans(cfg))
+        self.cfg = cfg
+        # The fused kernels (``fused``): None follows ``fused.fused_applies`` on each forward's
+        # device and dtype; the tests set True to run them where the rule would not (Triton's
+        # interpreter on a CPU) or False to keep them off.
+        self.fused: bool | None = None
+        self.kernels: fused_attnres.Kernels | None = None  # None: the package's
+
+    def _use_fused(self, emb: Tensor) -> bool:
+        if not self.fast or torch.compiler.is_compiling():
+            return False
+        if self.fused is not None:
+            return self.fused
+        device, dtype = emb.device.type, fused_attnres.mixing_dtype(emb)
+        # ``available`` is asked only on CUDA: importing Triton on a CPU run costs seconds.
+        return bool(
+            fused_attnres.fused_applies(
+                self.cfg, device, device == "cuda" and fused_attnres.available(), dtype
+            )
+        )
 
     def begin(self, emb: Tensor) -> BlockState:  # type: ignore[override]
-        return BlockState(super().begin(emb))
+        if not self._use_fused(emb):
+            return BlockState(super().begin(emb))
+        sources = fused_attnres.FusedSources(
+            self.eps, self.sites.folded(), self.schedule, self.kernels
+        )
+        sources.append(emb)
+        return BlockState(sources)
 
     def finish(self, state: BlockState) -> Tensor:  # type: ignore[override]
         state.close_block()

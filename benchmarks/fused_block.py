@@ -1,0 +1,231 @@
+"""The fused Block AttnRes path (``trainers.residual.attnres.fused``, the optional package
+``flash-attn-res``) against the existing one, and both against standard pre-norm.
+
+- **exactness**: a small Block AttnRes model (uneven partition, perturbed weights) run with the
+  fused kernels and with the existing path on the same input: the largest absolute difference of
+  the logits and of every parameter's gradient, and the largest magnitude beside it. On a CPU
+  the kernels run under Triton's interpreter (``TRITON_INTERPRET=1``, set here before the package
+  is imported) in float32; on CUDA in bf16 autocast, as training runs. The kernels store their
+  outputs in bfloat16, so the differences are bf16 rounding (about 2^-8 relative), not float32's.
+- **timing** (CUDA only; ``--timing``): seconds per training step (bf16 autocast, AdamW) and per
+  decoded token (``trainers.measure.decode_cost``) of standard, Block AttnRes (N = 8) unfused
+  and fused at d_model 1024, 32 layers, interleaved in rounds.
+
+    python -m benchmarks.fused_block [--device cuda] [--timing] [--out DIR]
+
+Needs triton and flash-attn-res (pip install -e '.[gpu]'); flash-attn-res 0.1.12 does not import
+under Triton 3.9 (its autotuner rejects a tuning key the package names): Triton 3.8 is the
+newest it imports under. Exits 2 with one line where they are missing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from trainers.config import ModelConfig
+from trainers.model.transformer import DeepTransformer
+
+KERNELS = (
+    "phase_1_batched_attention_forward_kernel",
+    "phase_1_batched_attention_backward_kernel",
+    "phase_2_online_softmax_merge_forward_kernel",
+    "phase_2_online_softmax_merge_backward_kernel",
+    "reduce_grad_queries_kernel",
+)
+
+
+def fail(message: str) -> None:
+    """Bad input or a missing package: one line, exit 2."""
+    print(f"fused_block: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
+def load_package(interpret: bool) -> None:
+    """Imports flash-attn-res, under Triton's interpreter when ``interpret``; there each kernel
+    keeps one autotuning config, since tuning benchmarks on a GPU driver the CPU lacks."""
+    if interpret:
+        os.environ["TRITON_INTERPRET"] = "1"  # read when the kernels are decorated: set first
+    try:
+        import flash_attn_res as far
+    except Exception as e:  # any failure is one line for the user
+        fail(f"flash_attn_res does not import ({type(e).__name__}: {e})")
+    if interpret:
+        for name in KERNELS:
+            kernel = getattr(far, name)
+            far.set_autotune_configs(kernel, kernel.configs[:1])
+
+
+def exactness_config() -> ModelConfig:
+    # 6 layers: 12 sublayers in 5 blocks of 3, 3, 2, 2, 2 (uneven); d_model 16, a power of two.
+    return ModelConfig(
+        vocab_size=32,
+        d_model=16,
+        n_heads=2,
+        n_layers=6,
+        seq_len=8,
+        residual="block_attnres",
+        attnres_blocks=5,
+    )
+
+
+def _run(model: DeepTransformer, idx: torch.Tensor, fused: bool) -> dict[str, torch.Tensor]:
+    model.stream.fused = fused  # type: ignore[union-attr]
+    model.zero_grad(set_to_none=True)
+    cuda = idx.device.type == "cuda"
+    with torch.autocast("cuda", torch.bfloat16, enabled=cuda):
+        logits = model(idx)
+    F.cross_entropy(logits.float().flatten(0, 1), idx.flatten()).backward()
+    out = {"logits": logits.detach().float()}
+    for name, p in model.named_parameters():
+        assert p.grad is not None, name
+        out[f"grad {name}"] = p.grad.detach().float().clone()
+    return out
+
+
+def exactness(device: str) -> dict[str, Any]:
+    """Fused against existing: per compared tensor, the max abs difference and max abs value."""
+    cfg = exactness_config()
+    torch.manual_seed(1)
+    model = DeepTransformer(cfg).to(device)
+    with torch.no_grad():  # away from init: random queries and gains, other weights moved
+        for name, p in model.named_parameters():
+            if name.startswith("stream.sites."):
+                p.copy_(torch.randn_like(p))
+            else:
+                p.add_(torch.randn_like(p) * 0.1)
+    idx = torch.randint(0, cfg.vocab_size, (2, cfg.seq_len), device=device)
+    ref, got = _run(model, idx, False), _run(model, idx, True)
+    diffs = {
+        k: {
+            "max_abs_err": (got[k] - ref[k]).abs().max().item(),
+            "max_abs": ref[k].abs().max().item(),
+        }
+        for k in ref
+    }
+    worst = max(diffs, key=lambda k: diffs[k]["max_abs_err"] / max(diffs[k]["max_abs"], 1e-12))
+    return {"device": device, "compared": len(diffs), "worst": worst, "diffs": diffs}
+
+
+def kernel_exactness(device: str) -> dict[str, float]:
+    """The two kernels alone in float32 against the depth softmax in float64 (n = 4 stored
+    sources, 3 sites, d = 32): phase 1's output against the reference rounded to bfloat16 (what
+    it stores), its log-sum-exp, and its gradients for an incoming gradient that bfloat16 holds
+    exactly; phase 2 (one site over the stored sources and a partial sum) forward and gradients.
+    Relative figures: max abs error over max abs value."""
+    from flash_attn_res.ops.phase_1 import phase_1_batched_attention_triton_op as phase1
+    from flash_attn_res.ops.phase_2 import phase_2_online_softmax_merge_triton_op as phase2
+
+    n, b, t, d, g, eps = 4, 2, 3, 32, 3, 1e-6
+    gen = torch.Generator().manual_seed(0)
+
+    def draw(*shape: int) -> torch.Tensor:
+        return torch.randn(*shape, generator=gen).to(device).requires_grad_()
+
+    def softmax_mix(v: torch.Tensor, q: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        logits = torch.einsum("n...d,gd->g...n", F.rms_norm(v, (d,), eps=eps), q)
+        return torch.einsum("g...n,n...d->g...d", logits.softmax(-1), v), logits.logsumexp(-1)
+
+    def rel(a: torch.Tensor, ref: torch.Tensor) -> float:
+        return ((a.double() - ref).abs().max() / ref.abs().max()).item()
+
+    v, q, part = draw(n, b, t, d), draw(g, d), draw(b, t, d)
+    v64, q64, p64 = (x.detach().double().requires_grad_() for x in (v, q, part))
+    out, lse = phase1(v, q, eps)
+    ref, ref_lse = softmax_mix(v64, q64)
+    grad = torch.randn(g, b, t, d, generator=gen).bfloat16().to(device)
+    got = torch.autograd.grad((out * grad).float().sum(), (v, q), retain_graph=True)
+    want = torch.autograd.grad((ref * grad.double()).sum(), (v64, q64))
+    result = {
+        "phase1_out_vs_bf16_rounded": rel(out, ref.bfloat16().double()),
+        "phase1_lse": rel(lse, ref_lse),
+        "phase1_grad_sources": rel(got[0], want[0]),
+        "phase1_grad_queries": rel(got[1], want[1]),
+    }
+    site = 1  # the site's softmax over the stored sources and the partial sum, in one piece
+    merged = phase2(part, q[site], out[site], lse[site], eps)
+    ref2 = softmax_mix(torch.cat((v64, p64[None])), q64[site : site + 1])[0][0]
+    grad2 = torch.randn(b, t, d, generator=gen).bfloat16().to(device)
+    got2 = torch.autograd.grad((merged * grad2).float().sum(), (v, q, part))
+    want2 = torch.autograd.grad((ref2 * grad2.double()).sum(), (v64, q64, p64))
+    result["phase2_out"] = rel(merged, ref2)
+    for name, a, w in zip(("sources", "queries", "partial"), got2, want2, strict=True):
+        result[f"phase2_grad_{name}"] = rel(a, w)
+    return result
+
+
+def timing(device: str, rounds: int = 5) -> dict[str, Any]:
+    """Step and decode seconds at d_model 1024, 32 layers: standard, Block unfused and fused."""
+    from benchmarks.common import config, interleaved, ratio
+    from trainers.measure.decode_cost import measure
+
+    dims = {"d_model": 1024, "n_heads": 16, "n_layers": 32, "seq_len": 1024, "vocab_size": 50304}
+    arms = {"standard": ("standard", None), "block": ("block_attnres", False)}
+    arms["block_fused"] = ("block_attnres", True)
+    steps, decode = {}, {}
+    for name, (arm, fused) in arms.items():
+        cfg = config(arm, **dims)
+        model = DeepTransformer(cfg).to(device)
+        if fused is not None:
+            model.stream.fused = fused  # type: ignore[union-attr]
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+        idx = torch.randint(0, cfg.vocab_size, (8, cfg.seq_len), device=device)
+
+        def step(model: DeepTransformer = model, opt: Any = opt, idx: Any = idx) -> None:
+            with torch.autocast("cuda", torch.bfloat16):
+                logits = model(idx)
+            F.cross_entropy(logits.float().flatten(0, 1), idx.flatten()).backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            torch.cuda.synchronize()
+
+        steps[name] = step
+        decode[name] = 1 / measure(model, bf16=True).tokens_per_s
+    times = interleaved(steps, warmup=3, rounds=rounds)
+    return {
+        "step_s": {k: sorted(v)[len(v) // 2] for k, v in times.items()},
+        "step_ratio_to_standard": {k: ratio(v, times["standard"]) for k, v in times.items()},
+        "decode_s_per_token": decode,
+        "decode_ratio_to_standard": {k: v / decode["standard"] for k, v in decode.items()},
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    ap.add_argument("--device", default="cpu", help="cpu (Triton's interpreter) or cuda")
+    ap.add_argument("--timing", action="store_true", help="also time step and decode (CUDA)")
+    ap.add_argument("--out", type=Path, default=Path("benchmarks/results"))
+    args = ap.parse_args()
+    if args.device not in ("cpu", "cuda"):
+        fail(f"--device {args.device!r}: cpu or cuda")
+    if args.device == "cuda" and not torch.cuda.is_available():
+        fail("torch sees no GPU (--device cpu runs under the interpreter)")
+    if args.timing and args.device != "cuda":
+        fail("--timing needs --device cuda")
+    load_package(interpret=args.device == "cpu")
+    start = time.perf_counter()
+    result: dict[str, Any] = {"kernels": kernel_exactness(args.device)}
+    for k, err in result["kernels"].items():
+        print(f"kernel {k:40s} relative max abs err {err:.3e}")
+    result["exactness"] = exactness(args.device)
+    ex = result["exactness"]
+    for k, d in ex["diffs"].items():
+        print(f"{k:60s} max abs err {d['max_abs_err']:.3e}  (max abs {d['max_abs']:.3e})")
+    print(f"exactness: {ex['compared']} tensors in {time.perf_counter() - start:.1f} s")
+    if args.timing:
+        result["timing"] = timing(args.device)
+        print(json.dumps(result["timing"], indent=2))
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "fused_block.json").write_text(json.dumps(result, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,159 @@
+"""Block AttnRes's two-phase depth softmax on a GPU through the Triton kernels of the optional
+package ``flash-attn-res`` (``pip install -e '.[gpu]'``; Apache-2.0), where they compute what the
+existing paths compute; everywhere else those paths run (docs: /work/notes/fused.md).
+
+The package's phase 1 mixes a group of sites over the stacked block summaries (source-first,
+(n, B, T, d)) with static queries and RMS-normalized keys ``v / sqrt(mean(v^2) + eps)``, no gain
+and no temperature, and returns each site's output and log-sum-exp; its phase 2 merges one
+site's phase-1 answer with the block's partial sum by the online softmax. Both are
+``torch.library.triton_op``s with registered backwards (gradients for the sources and the
+queries). That is ``depth_attention``'s function once the per-site gains are folded into the
+queries (``SiteParameters.folded``), on any block partition: the partition only decides where
+phase 1 runs. What the kernels fix, and the rule below therefore requires:
+
+* the paper's switches: static query, RMS key norm, softmax gate, one head, no window, sources
+  that are sublayer outputs;
+* a power-of-two ``d_model`` (each program loads a whole row with ``tl.arange(0, d)``, unmasked);
+* bfloat16: both phases store their outputs in bfloat16 whatever the input, so a float32 run
+  would see its site inputs rounded (the other paths keep them float32);
+* eager mode on CUDA: ``torch.compile`` and the CPU take the existing paths.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from trainers.config import ModelConfig
+from trainers.residual.attnres.depth_attention import Schedule, Weights, unit_rms
+
+PACKAGE = "flash_attn_res"
+
+# Each switch away from the paper's design changes what a site computes; the kernels compute
+# only the paper's. (field, value the kernels compute)
+PAPER: tuple[tuple[str, object], ...] = (
+    ("residual", "block_attnres"),
+    ("attnres_sources", "outputs"),
+    ("attnres_query", "static"),
+    ("attnres_key_norm", "rmsnorm"),
+    ("attnres_gate", "softmax"),
+    ("attnres_heads", 1),
+    ("attnres_window", 0),
+)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Whether the fused kernels mix this model's sites, and if not, why (one line)."""
+
+    fused: bool
+    reason: str
+
+    def __bool__(self) -> bool:
+        return self.fused
+
+
+def fused_applies(
+    cfg: ModelConfig, device_type: str, available: bool, dtype: str = "bfloat16"
+) -> Verdict:
+    """The dispatch rule, free of torch state: ``device_type`` as ``torch.device.type`` names it,
+    ``available`` whether the package imports, ``dtype`` what the mixing computes in (the
+    autocast dtype, else the stream's)."""
+    if device_type != "cuda":
+        return Verdict(False, f"device {device_type!r}: the kernels run on CUDA only")
+    if not available:
+        return Verdict(False, f"{PACKAGE} is not importable (pip install -e '.[gpu]')")
+    for name, value in PAPER:
+        got = getattr(cfg, name)
+        if got != value:
+            return Verdict(False, f"{name}={got!r}: the kernels compute {name}={value!r} only")
+    d = cfg.d_model
+    if d & (d - 1):
+        return Verdict(False, f"d_model={d}: the kernels need a power of two")
+    if dtype != "bfloat16":
+        return Verdict(False, f"dtype {dtype}: the kernels store their outputs in bfloat16")
+    return Verdict(True, "the paper's Block AttnRes on CUDA in bfloat16")
+
+
+@functools.cache
+def available() -> bool:
+    """Whether the package imports (it needs Triton; 0.1.12 fails to import under Triton 3.9,
+    whose autotuner rejects a tuning key the package names, hence the broad except)."""
+    try:
+        importlib.import_module(f"{PACKAGE}.ops.phase_1")
+        importlib.import_module(f"{PACKAGE}.ops.phase_2")
+    except Exception:  # any import failure: take the existing path
+        return False
+    return True
+
+
+def mixing_dtype(x: Tensor) -> str:
+    """What the depth mixing of a stream holding ``x`` computes in: autocast's dtype where it
+    is on, else ``x``'s; named as ``fused_applies`` takes it."""
+    device = x.device.type
+    dtype = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else x.dtype
+    return str(dtype).removeprefix("torch.")
+
+
+# phase 1: (sources (n, B, T, d), queries (g, d), eps) -> outputs (g, B, T, d), lses (g, B, T);
+# phase 2: (partial (B, T, d), query (d,), phase 1's output and lse at the site, eps) -> input.
+Kernels = tuple[Callable[..., tuple[Tensor, Tensor]], Callable[..., Tensor]]
+
+
+def package_kernels() -> Kernels:
+    """The package's two phases (imported only here: importing Triton costs seconds)."""
+    ops1 = importlib.import_module(f"{PACKAGE}.ops.phase_1")
+    ops2 = importlib.import_module(f"{PACKAGE}.ops.phase_2")
+    return ops1.phase_1_batched_attention_triton_op, ops2.phase_2_online_softmax_merge_triton_op
+
+
+class FusedSources:
+    """The ``Sources`` interface over the package's two phases, for Block AttnRes only: the
+    stored sources are the embedding and the completed block summaries; ``extra`` is the current
+    block's partial sum. Phase 1 runs when a site finds sources appended since the last one
+    (a block's first site, and the output site), for every site up to the schedule's next start;
+    the block's later sites merge its answer with the partial sum (phase 2). Outputs come back
+    in the sources' dtype. ``kernels`` replaces the package's phases (the tests check this
+    bookkeeping with the same functions in plain torch)."""
+
+    kind = "depth"  # as depth_mixing's softmax gate names the weights
+
+    def __init__(
+        self, eps: float, queries: Tensor, schedule: Schedule, kernels: Kernels | None = None
+    ) -> None:
+        self.phase1, self.phase2 = kernels or package_kernels()
+        self.eps, self.queries, self.schedule = eps, queries, schedule
+        self.stored: list[Tensor] = []
+        self.group: tuple[int, int, Tensor, Tensor] | None = None  # start, n, outputs, lses
+
+    def append(self, y: Tensor) -> None:
+        self.stored.append(y)
+
+    def sources(self) -> list[Tensor]:
+        return list(self.stored)
+
+    def mix(self, site: int, extra: Tensor | None = None) -> tuple[Tensor, Weights]:
+        n = len(self.stored)
+        if self.group is None or self.group[1] != n:
+            end = self.schedule.end(site)
+            values = torch.stack(self.stored, dim=0).contiguous()
+            out, lse = self.phase1(values, self.queries[site:end].contiguous(), self.eps)
+            self.group = (site, n, out, lse)
+        start, _, out, lse = self.group
+        i = site - start
+        x = out[i]
+        if extra is not None:
+            x = self.phase2(extra.contiguous(), self.queries[site], out[i], lse[i], self.eps)
+        dtype = self.stored[0].dtype
+        sources = [*self.stored, *([] if extra is None else [extra])]
+        return x.to(dtype), lambda: self._weights(site, sources)
+
+    def _weights(self, site: int, sources: list[Tensor]) -> Tensor:
+        """(B, T, S): the site's softmax weights, for an open mixing probe only."""
+        keys = torch.stack([unit_rms(v.float(), self.eps) for v in sources], dim=-2)
+        return torch.softmax(keys @ self.queries[site].float(), dim=-1)
