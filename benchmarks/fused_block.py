@@ -1,36 +1,37 @@
 """The fused Block AttnRes path (``trainers.residual.attnres.fused``, the optional package
 ``flash-attn-res``) against the existing one, and both against standard pre-norm.
 
-- **exactness**: a small Block AttnRes model (uneven partition, perturbed weights) run with the
-  fused kernels and with the existing path on the same input: the largest absolute difference of
-  the logits and of every parameter's gradient, and the largest magnitude beside it. On a CPU
-  the kernels run under Triton's interpreter (``TRITON_INTERPRET=1``, set here before the package
-  is imported) in float32; on CUDA in bf16 autocast, as training runs. The kernels store their
-  outputs in bfloat16, so the differences are bf16 rounding (about 2^-8 relative), not float32's.
-- **timing** (CUDA only; ``--timing``): seconds per training step (bf16 autocast, AdamW) and per
-  decoded token (``trainers.measure.decode_cost``) of standard, Block AttnRes (N = 8) unfused
-  and fused at d_model 1024, 32 layers, interleaved in rounds.
+- **kernels**: each phase's forward and gradients against the depth softmax in float64
+  (``kernel_exactness``);
+- **model**: a small Block AttnRes model (uneven partition) run with the fused kernels and with
+  the existing path on the same input, in float32 with weights far from init and in bf16 autocast
+  at init (``MODEL_CASES``): the largest absolute difference of the logits and of every
+  parameter's gradient, and the largest magnitude beside it. The kernels store their outputs in
+  bfloat16, so the float32 case differs by bfloat16 roundings compounded over 12 sublayers;
+- **timing** (CUDA only, not ``--quick``, the budget allowing): seconds per training step (bf16
+  autocast, AdamW) and per decoded token (``trainers.measure.decode_cost``) of standard, Block
+  AttnRes (N = 8) unfused and fused at d_model 1024, 32 layers, interleaved in rounds.
 
-    python -m benchmarks.fused_block [--device cuda] [--timing] [--out DIR]
+On a CPU the kernels run under Triton's interpreter (``TRITON_INTERPRET=1``, set here before the
+package is imported; one autotuning config per kernel, since tuning needs a GPU driver).
 
-Needs triton and flash-attn-res (pip install -e '.[gpu]'); flash-attn-res 0.1.12 does not import
-under Triton 3.9 (its autotuner rejects a tuning key the package names): Triton 3.8 is the
-newest it imports under. Exits 2 with one line where they are missing.
+    python -m benchmarks.fused_block [--device cuda] [--quick] [--out DIR] [--budget-s S]
+
+Needs triton and flash-attn-res (pip install -e '.[gpu]'); where they do not import it says so in
+one line and checks nothing. flash-attn-res 0.1.12 does not import under Triton 3.9 (its
+autotuner rejects a tuning key the package names): Triton 3.8 is the newest it imports under.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
-import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 
+from benchmarks.common import Deadline, cli, md_table
 from trainers.config import ModelConfig
 from trainers.model.transformer import DeepTransformer
 
@@ -43,25 +44,21 @@ KERNELS = (
 )
 
 
-def fail(message: str) -> None:
-    """Bad input or a missing package: one line, exit 2."""
-    print(f"fused_block: {message}", file=sys.stderr)
-    sys.exit(2)
-
-
-def load_package(interpret: bool) -> None:
-    """Imports flash-attn-res, under Triton's interpreter when ``interpret``; there each kernel
-    keeps one autotuning config, since tuning benchmarks on a GPU driver the CPU lacks."""
+def load_package(interpret: bool) -> str | None:
+    """Imports flash-attn-res, under Triton's interpreter when ``interpret`` (there each kernel
+    keeps one autotuning config: tuning benchmarks on a GPU driver the CPU lacks); why not, in a
+    line, where it does not import."""
     if interpret:
         os.environ["TRITON_INTERPRET"] = "1"  # read when the kernels are decorated: set first
     try:
         import flash_attn_res as far
-    except Exception as e:  # any failure is one line for the user
-        fail(f"flash_attn_res does not import ({type(e).__name__}: {e})")
+    except Exception as e:  # any failure: the check is skipped, saying why
+        return f"flash_attn_res does not import ({type(e).__name__}: {e})"
     if interpret:
         for name in KERNELS:
             kernel = getattr(far, name)
             far.set_autotune_configs(kernel, kernel.configs[:1])
+    return None
 
 
 def exactness_config() -> ModelConfig:
@@ -77,11 +74,12 @@ def exactness_config() -> ModelConfig:
     )
 
 
-def _run(model: DeepTransformer, idx: torch.Tensor, fused: bool) -> dict[str, torch.Tensor]:
+def _run(
+    model: DeepTransformer, idx: torch.Tensor, fused: bool, bf16: bool
+) -> dict[str, torch.Tensor]:
     model.stream.fused = fused  # type: ignore[union-attr]
     model.zero_grad(set_to_none=True)
-    cuda = idx.device.type == "cuda"
-    with torch.autocast("cuda", torch.bfloat16, enabled=cuda):
+    with torch.autocast(idx.device.type, torch.bfloat16, enabled=bf16):
         logits = model(idx)
     F.cross_entropy(logits.float().flatten(0, 1), idx.flatten()).backward()
     out = {"logits": logits.detach().float()}
@@ -91,19 +89,26 @@ def _run(model: DeepTransformer, idx: torch.Tensor, fused: bool) -> dict[str, to
     return out
 
 
-def exactness(device: str) -> dict[str, Any]:
+# The model-level comparisons: float32 weights moved far from init (random queries and gains:
+# sharp depth softmaxes, the hard case for bfloat16 stores), and bf16 autocast at init, as
+# training starts.
+MODEL_CASES = {"float32_perturbed": (False, True), "bf16_autocast_init": (True, False)}
+
+
+def exactness(device: str, bf16: bool, perturbed: bool) -> dict[str, Any]:
     """Fused against existing: per compared tensor, the max abs difference and max abs value."""
     cfg = exactness_config()
     torch.manual_seed(1)
     model = DeepTransformer(cfg).to(device)
-    with torch.no_grad():  # away from init: random queries and gains, other weights moved
-        for name, p in model.named_parameters():
-            if name.startswith("stream.sites."):
-                p.copy_(torch.randn_like(p))
-            else:
-                p.add_(torch.randn_like(p) * 0.1)
+    if perturbed:
+        with torch.no_grad():
+            for name, p in model.named_parameters():
+                if name.startswith("stream.sites."):
+                    p.copy_(torch.randn_like(p))
+                else:
+                    p.add_(torch.randn_like(p) * 0.1)
     idx = torch.randint(0, cfg.vocab_size, (2, cfg.seq_len), device=device)
-    ref, got = _run(model, idx, False), _run(model, idx, True)
+    ref, got = _run(model, idx, False, bf16), _run(model, idx, True, bf16)
     diffs = {
         k: {
             "max_abs_err": (got[k] - ref[k]).abs().max().item(),
@@ -112,7 +117,8 @@ def exactness(device: str) -> dict[str, Any]:
         for k in ref
     }
     worst = max(diffs, key=lambda k: diffs[k]["max_abs_err"] / max(diffs[k]["max_abs"], 1e-12))
-    return {"device": device, "compared": len(diffs), "worst": worst, "diffs": diffs}
+    relative = diffs[worst]["max_abs_err"] / diffs[worst]["max_abs"]
+    return {"compared": len(diffs), "worst": worst, "worst_relative": relative, "diffs": diffs}
 
 
 def kernel_exactness(device: str) -> dict[str, float]:
@@ -162,19 +168,23 @@ def kernel_exactness(device: str) -> dict[str, float]:
     return result
 
 
-def timing(device: str, rounds: int = 5) -> dict[str, Any]:
-    """Step and decode seconds at d_model 1024, 32 layers: standard, Block unfused and fused."""
+def timing(device: str, deadline: Deadline | None = None, rounds: int = 5) -> dict[str, Any]:
+    """Step and decode seconds at d_model 1024, 32 layers: standard, Block AttnRes with the
+    existing path, and Block AttnRes as the dispatch rule has it (fused where it applies: the
+    result says what it decided)."""
     from benchmarks.common import config, interleaved, ratio
     from trainers.measure.decode_cost import measure
+    from trainers.residual.attnres.fused import available, fused_applies
 
     dims = {"d_model": 1024, "n_heads": 16, "n_layers": 32, "seq_len": 1024, "vocab_size": 50304}
     arms = {"standard": ("standard", None), "block": ("block_attnres", False)}
-    arms["block_fused"] = ("block_attnres", True)
+    arms["block_fused"] = ("block_attnres", None)  # None: the rule decides
     steps, decode = {}, {}
+    verdict = fused_applies(config("block_attnres", **dims), device, available(), "bfloat16")
     for name, (arm, fused) in arms.items():
         cfg = config(arm, **dims)
         model = DeepTransformer(cfg).to(device)
-        if fused is not None:
+        if arm == "block_attnres":
             model.stream.fused = fused  # type: ignore[union-attr]
         opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
         idx = torch.randint(0, cfg.vocab_size, (8, cfg.seq_len), device=device)
@@ -189,43 +199,76 @@ def timing(device: str, rounds: int = 5) -> dict[str, Any]:
 
         steps[name] = step
         decode[name] = 1 / measure(model, bf16=True).tokens_per_s
-    times = interleaved(steps, warmup=3, rounds=rounds)
+    times = interleaved(steps, warmup=3, rounds=rounds, deadline=deadline)
     return {
+        "dispatch": {"fused": verdict.fused, "reason": verdict.reason},
+        "rounds": len(times["standard"]),
         "step_s": {k: sorted(v)[len(v) // 2] for k, v in times.items()},
         "step_ratio_to_standard": {k: ratio(v, times["standard"]) for k, v in times.items()},
         "decode_s_per_token": decode,
         "decode_ratio_to_standard": {k: v / decode["standard"] for k, v in decode.items()},
+        "peak_bytes": torch.cuda.max_memory_allocated(),
     }
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    ap.add_argument("--device", default="cpu", help="cpu (Triton's interpreter) or cuda")
-    ap.add_argument("--timing", action="store_true", help="also time step and decode (CUDA)")
-    ap.add_argument("--out", type=Path, default=Path("benchmarks/results"))
-    args = ap.parse_args()
-    if args.device not in ("cpu", "cuda"):
-        fail(f"--device {args.device!r}: cpu or cuda")
-    if args.device == "cuda" and not torch.cuda.is_available():
-        fail("torch sees no GPU (--device cpu runs under the interpreter)")
-    if args.timing and args.device != "cuda":
-        fail("--timing needs --device cuda")
-    load_package(interpret=args.device == "cpu")
+def run(quick: bool, device: str = "cpu", deadline: Deadline | None = None) -> dict[str, Any]:
+    """The exactness checks on ``device`` (a CPU: under the interpreter), then on CUDA, unless
+    ``quick`` or the budget is spent, the timing."""
     start = time.perf_counter()
-    result: dict[str, Any] = {"kernels": kernel_exactness(args.device)}
-    for k, err in result["kernels"].items():
-        print(f"kernel {k:40s} relative max abs err {err:.3e}")
-    result["exactness"] = exactness(args.device)
-    ex = result["exactness"]
-    for k, d in ex["diffs"].items():
-        print(f"{k:60s} max abs err {d['max_abs_err']:.3e}  (max abs {d['max_abs']:.3e})")
-    print(f"exactness: {ex['compared']} tensors in {time.perf_counter() - start:.1f} s")
-    if args.timing:
-        result["timing"] = timing(args.device)
-        print(json.dumps(result["timing"], indent=2))
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "fused_block.json").write_text(json.dumps(result, indent=2) + "\n")
+    result: dict[str, Any] = {"device": device}
+    skipped = load_package(interpret=device == "cpu")
+    if skipped:
+        return {**result, "skipped": skipped}
+    result["kernels"] = kernel_exactness(device)
+    for case, (bf16, perturbed) in MODEL_CASES.items():
+        result[case] = exactness(device, bf16, perturbed)
+    result["exactness_s"] = time.perf_counter() - start
+    if device == "cuda" and not quick and (deadline is None or deadline.left() > 0):
+        result["timing"] = timing(device, deadline)
+    return result
+
+
+def markdown(result: dict[str, Any]) -> str:
+    if "skipped" in result:
+        return f"fused_block on {result['device']}: skipped: {result['skipped']}\n"
+    lines = [f"fused_block on {result['device']} ({result['exactness_s']:.1f} s of checks):", ""]
+    lines += md_table(
+        ["kernel check", "relative max abs err"],
+        ([k, f"{v:.2e}"] for k, v in result["kernels"].items()),
+    )
+    rows = []
+    for case in MODEL_CASES:
+        ex, logits = result[case], result[case]["diffs"]["logits"]
+        rows.append(
+            [
+                case,
+                f"{logits['max_abs_err'] / logits['max_abs']:.2e}",
+                f"{ex['worst_relative']:.2e} ({ex['worst']})",
+            ]
+        )
+    lines += ["", *md_table(["model, fused vs existing", "logits", "worst gradient"], rows)]
+    if "timing" in result:
+        t = result["timing"]
+        lines += [
+            "",
+            f"dispatch: {t['dispatch']['reason']}; {t['rounds']} rounds",
+            "",
+            *md_table(
+                ["arm (d 1024, 32 layers)", "step s", "step / standard", "decode s/token", "/ std"],
+                (
+                    [
+                        arm,
+                        f"{t['step_s'][arm]:.4f}",
+                        f"{t['step_ratio_to_standard'][arm]:.3f}",
+                        f"{t['decode_s_per_token'][arm]:.5f}",
+                        f"{t['decode_ratio_to_standard'][arm]:.3f}",
+                    ]
+                    for arm in t["step_s"]
+                ),
+            ),
+        ]
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":
-    main()
+    cli("fused_block", __doc__ or "", run, markdown)

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The GPU check: the utilization, decode, memory-plan and variant-cost benchmarks on one GPU at
+# The GPU check: the utilization, decode, memory-plan, variant-cost and fused Block AttnRes
+# benchmarks (the last needs '.[gpu]' and says so where its package does not import) on one GPU at
 # d_model=1024, bf16 (standard's MFU, each wiring's decode and prefill cost with the KV cache, the
 # memory plan against the measured peak with micro-batching and activation checkpointing, every
 # wiring's step-time and memory ratios), JSON results into $OUT (default
@@ -71,7 +72,7 @@ nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv > "$OUT/gpu.
 SWEEP_S=120
 sweep_reserve=0
 [[ -x .venv/bin/nas ]] && sweep_reserve=$SWEEP_S
-benches=(utilization decode memory_plan variant_cost)
+benches=(utilization decode memory_plan variant_cost fused_block)
 for i in "${!benches[@]}"; do
     bench=${benches[$i]}
     to_run=$(( ${#benches[@]} - i ))
@@ -117,8 +118,8 @@ else
     skipped+=("the shared-GPU sweep (no .venv/bin/nas here: run make setup first)")
 fi
 echo "gpu_check: ${SECONDS} s of a ${BUDGET_S} s budget"
-grep -h "Trimmed to the time budget" "$OUT"/utilization.md "$OUT"/decode.md \
-    "$OUT"/memory_plan.md "$OUT"/variant_cost.md 2>/dev/null \
+grep -h "Trimmed to the time budget\|skipped:" "$OUT"/utilization.md "$OUT"/decode.md \
+    "$OUT"/memory_plan.md "$OUT"/variant_cost.md "$OUT"/fused_block.md 2>/dev/null \
     | sed 's/^/  /' || true
 if (( ${#skipped[@]} )); then
     printf '  skipped: %s\n' "${skipped[@]}"

@@ -25,6 +25,10 @@ def plan() -> list[str]:
         _memory_plan_line(),
         f"  variant_cost: {len(v['arms'])} arms ({', '.join(v['arms'])}) at d_model "
         f"{v['dims']['d_model']}, seq_len {v['dims']['seq_len']}, batch {v['batch']}; {depths}",
+        "  fused_block: flash-attn-res's kernels against the depth softmax (forward, gradients) "
+        "and Block AttnRes fused vs unfused on a small model (float32, bf16 autocast); then "
+        "step time and decode time per token of standard, Block AttnRes (N = 8) unfused and "
+        "fused at d_model 1024, n_layers 32, seq_len 1024, batch 8 (needs '.[gpu]')",
         "  sweep: the quick space, 4 trials sharing the GPU (--gpus-per-trial 0.25), 100 steps",
         "  (under the budget, rounds go first, then the deepest depths)",
     ]

@@ -24,6 +24,7 @@ from trainers.config import ModelConfig
 from trainers.model.transformer import DeepTransformer
 from trainers.residual.attnres.depth_attention import Sources
 from trainers.residual.attnres.fused import FusedSources, fused_applies
+from trainers.residual.probe import mixing_probe
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -130,11 +131,18 @@ def test_fused_bookkeeping_is_the_existing_function(blocks: int) -> None:
         stream.fused = fused
         model.zero_grad(set_to_none=True)
         assert isinstance(_sources(model, model.tok_emb(idx)), FusedSources) == fused
-        loss = F.cross_entropy(model(idx).flatten(0, 1), idx.flatten())
+        with mixing_probe() as weights:
+            loss = F.cross_entropy(model(idx).flatten(0, 1), idx.flatten())
         loss.backward()
-        results.append((loss.detach(), {n: p.grad.clone() for n, p in model.named_parameters()}))
-    (loss0, grads0), (loss1, grads1) = results
+        grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+        results.append((loss.detach(), grads, weights["depth"]))
+    (loss0, grads0, w0), (loss1, grads1, w1) = results
     assert torch.allclose(loss0, loss1, rtol=0, atol=1e-10)
+    # The mixing probe's weights (diagnostics) per site, the output site included.
+    assert sorted(w0) == sorted(w1) == list(range(cfg.n_sublayers + 1))
+    for site, w in w0.items():
+        assert torch.allclose(w.double(), w1[site].double(), rtol=0, atol=1e-6), site
+    assert len(grads0) == len(grads1) == len(list(model.parameters()))
     for name, g in grads0.items():
         assert torch.allclose(g, grads1[name], rtol=0, atol=1e-10), name
 
@@ -162,24 +170,27 @@ def test_kernels_match_under_the_interpreter(tmp_path: Path) -> None:
         text=True,
         timeout=600,
     )
-    if done.returncode == 2 and "does not import" in done.stderr:
-        pytest.skip(done.stderr.strip().splitlines()[-1])
     assert done.returncode == 0, done.stderr[-2000:]
     result = json.loads((tmp_path / "fused_block.json").read_text())
+    if "skipped" in result:  # installed but not importable (flash-attn-res 0.1.12 on Triton 3.9)
+        pytest.skip(result["skipped"])
     k = result["kernels"]
     assert k["phase1_out_vs_bf16_rounded"] <= 2**-7  # one bfloat16 step, relative
     for name in ("phase1_lse", "phase1_grad_sources", "phase1_grad_queries"):
         assert k[name] < 1e-5, name
     for name in ("phase2_out", "phase2_grad_sources", "phase2_grad_queries", "phase2_grad_partial"):
         assert k[name] < 2**-6, name
-    diffs = result["exactness"]["diffs"]
-    assert len(diffs) == sum(1 for _ in DeepTransformer(_exactness_cfg()).parameters()) + 1
-    # Measured: logits 3.5%, the worst gradient 15% (random queries: sharp softmaxes amplify
-    # the roundings); the bookkeeping itself is exact (the float64 test above).
-    logits = diffs.pop("logits")
-    assert logits["max_abs_err"] <= 0.1 * logits["max_abs"]
-    for name, d in diffs.items():
-        assert d["max_abs_err"] <= 0.3 * d["max_abs"], name
+    n_tensors = sum(1 for _ in DeepTransformer(_exactness_cfg()).parameters()) + 1
+    # float32 far from init: logits 3.5%, the worst gradient 15% (random queries make sharp
+    # softmaxes that amplify the roundings); bf16 autocast at init: logits 0.5%, the worst
+    # gradient 2.7%. The bookkeeping itself is exact (the float64 test above).
+    for case, bound in (("float32_perturbed", 0.3), ("bf16_autocast_init", 0.1)):
+        diffs = result[case]["diffs"]
+        assert len(diffs) == n_tensors
+        logits = diffs.pop("logits")
+        assert logits["max_abs_err"] <= bound / 3 * logits["max_abs"], case
+        for name, d in diffs.items():
+            assert d["max_abs_err"] <= bound * d["max_abs"], (case, name)
 
 
 def _exactness_cfg() -> ModelConfig:

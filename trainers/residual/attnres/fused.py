@@ -155,5 +155,6 @@ class FusedSources:
 
     def _weights(self, site: int, sources: list[Tensor]) -> Tensor:
         """(B, T, S): the site's softmax weights, for an open mixing probe only."""
-        keys = torch.stack([unit_rms(v.float(), self.eps) for v in sources], dim=-2)
-        return torch.softmax(keys @ self.queries[site].float(), dim=-1)
+        values = torch.stack(sources, dim=-2)  # promoted to the widest source dtype
+        values = values.to(torch.promote_types(values.dtype, torch.float32))
+        return torch.softmax(unit_rms(values, self.eps) @ self.queries[site].to(values), dim=-1)
