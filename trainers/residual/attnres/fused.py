@@ -1,6 +1,6 @@
 """Block AttnRes's two-phase depth softmax on a GPU through the Triton kernels of the optional
 package ``flash-attn-res`` (``pip install -e '.[gpu]'``; Apache-2.0), where they compute what the
-existing paths compute; everywhere else those paths run (docs: /work/notes/fused.md).
+existing paths compute; everywhere else those paths run.
 
 The package's phase 1 mixes a group of sites over the stacked block summaries (source-first,
 (n, B, T, d)) with static queries and RMS-normalized keys ``v / sqrt(mean(v^2) + eps)``, no gain
@@ -13,10 +13,14 @@ phase 1 runs. What the kernels fix, and the rule below therefore requires:
 
 * the paper's switches: static query, RMS key norm, softmax gate, one head, no window, sources
   that are sublayer outputs;
-* a power-of-two ``d_model`` (each program loads a whole row with ``tl.arange(0, d)``, unmasked);
 * bfloat16: both phases store their outputs in bfloat16 whatever the input, so a float32 run
   would see its site inputs rounded (the other paths keep them float32);
 * eager mode on CUDA: ``torch.compile`` and the CPU take the existing paths.
+
+Any width: each program loads a whole row with an unmasked ``tl.arange(0, d)``, so the kernels
+need a power of two; other widths (GPT-2's 768) are zero-padded to the next one with the queries
+and epsilon rescaled so that every logit stays exact (``FusedSources``), at the cost of the copies
+and the wider rows.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
 from trainers.config import ModelConfig
@@ -72,9 +77,6 @@ def fused_applies(
         got = getattr(cfg, name)
         if got != value:
             return Verdict(False, f"{name}={got!r}: the kernels compute {name}={value!r} only")
-    d = cfg.d_model
-    if d & (d - 1):
-        return Verdict(False, f"d_model={d}: the kernels need a power of two")
     if dtype != "bfloat16":
         return Verdict(False, f"dtype {dtype}: the kernels store their outputs in bfloat16")
     return Verdict(True, "the paper's Block AttnRes on CUDA in bfloat16")
@@ -128,6 +130,15 @@ class FusedSources:
     ) -> None:
         self.phase1, self.phase2 = kernels or package_kernels()
         self.eps, self.queries, self.schedule = eps, queries, schedule
+        # The kernels load whole rows of a power-of-two width D: narrower rows are zero-padded
+        # to it. Their key norm then divides by D instead of d; queries scaled by sqrt(d/D) and
+        # epsilon by d/D give back each logit exactly (sqrt(d/D) q.v / sqrt((d/D)(|v|^2/d +
+        # eps)) = q.v / rms(v)), and the padded columns of every output are zero.
+        d = queries.shape[-1]
+        self.pad = (1 << (d - 1).bit_length()) - d
+        scale = d / (d + self.pad)
+        self.kernel_eps = eps * scale
+        self.kernel_queries = F.pad(queries * scale**0.5, (0, self.pad)) if self.pad else queries
         self.stored: list[Tensor] = []
         self.group: tuple[int, int, Tensor, Tensor] | None = None  # start, n, outputs, lses
 
@@ -137,18 +148,23 @@ class FusedSources:
     def sources(self) -> list[Tensor]:
         return list(self.stored)
 
+    def _padded(self, x: Tensor) -> Tensor:
+        return F.pad(x, (0, self.pad)) if self.pad else x.contiguous()
+
     def mix(self, site: int, extra: Tensor | None = None) -> tuple[Tensor, Weights]:
-        n = len(self.stored)
+        n, q, eps = len(self.stored), self.kernel_queries, self.kernel_eps
         if self.group is None or self.group[1] != n:
             end = self.schedule.end(site)
-            values = torch.stack(self.stored, dim=0).contiguous()
-            out, lse = self.phase1(values, self.queries[site:end].contiguous(), self.eps)
+            values = self._padded(torch.stack(self.stored, dim=0))
+            out, lse = self.phase1(values, q[site:end].contiguous(), eps)
             self.group = (site, n, out, lse)
         start, _, out, lse = self.group
         i = site - start
         x = out[i]
         if extra is not None:
-            x = self.phase2(extra.contiguous(), self.queries[site], out[i], lse[i], self.eps)
+            x = self.phase2(self._padded(extra), q[site], out[i], lse[i], eps)
+        if self.pad:
+            x = x[..., : -self.pad]
         dtype = self.stored[0].dtype
         sources = [*self.stored, *([] if extra is None else [extra])]
         return x.to(dtype), lambda: self._weights(site, sources)
