@@ -172,34 +172,47 @@ def kernel_exactness(device: str) -> dict[str, float]:
     return result
 
 
-def timing(device: str, deadline: Deadline | None = None, rounds: int = 5) -> dict[str, Any]:
+# The issue's setting: Block AttnRes against standard at d_model 1024, 32 layers.
+TIMING_DIMS = {"d_model": 1024, "n_heads": 16, "n_layers": 32, "seq_len": 1024, "vocab_size": 50304}
+
+
+def timing(
+    device: str,
+    deadline: Deadline | None = None,
+    rounds: int = 5,
+    dims: dict[str, int] | None = None,
+    batch: int = 8,
+) -> dict[str, Any]:
     """Step and decode seconds at d_model 1024, 32 layers: standard, Block AttnRes with the
     existing path, and Block AttnRes as the dispatch rule has it (fused where it applies: the
     result says what it decided)."""
-    from benchmarks.common import config, interleaved, ratio
+    from benchmarks.common import config, interleaved, ratio, sync
     from trainers.measure.decode_cost import measure
     from trainers.residual.attnres.fused import available, fused_applies
 
-    dims = {"d_model": 1024, "n_heads": 16, "n_layers": 32, "seq_len": 1024, "vocab_size": 50304}
+    dims = dims or TIMING_DIMS
+    cuda = device == "cuda"
     arms = {"standard": ("standard", None), "block": ("block_attnres", False)}
     arms["block_fused"] = ("block_attnres", None)  # None: the rule decides
     steps, decode = {}, {}
-    verdict = fused_applies(config("block_attnres", **dims), device, available(), "bfloat16")
+    verdict = fused_applies(
+        config("block_attnres", **dims), device, cuda and available(), "bfloat16"
+    )
     for name, (arm, fused) in arms.items():
         cfg = config(arm, **dims)
         model = DeepTransformer(cfg).to(device)
         if arm == "block_attnres":
             model.stream.fused = fused  # type: ignore[union-attr]
         opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-        idx = torch.randint(0, cfg.vocab_size, (8, cfg.seq_len), device=device)
+        idx = torch.randint(0, cfg.vocab_size, (batch, cfg.seq_len), device=device)
 
         def step(model: DeepTransformer = model, opt: Any = opt, idx: Any = idx) -> None:
-            with torch.autocast("cuda", torch.bfloat16):
+            with torch.autocast(device, torch.bfloat16, enabled=cuda):
                 logits = model(idx)
             F.cross_entropy(logits.float().flatten(0, 1), idx.flatten()).backward()
             opt.step()
             opt.zero_grad(set_to_none=True)
-            torch.cuda.synchronize()
+            sync(device)
 
         steps[name] = step
         decode[name] = 1 / measure(model, bf16=True).tokens_per_s
@@ -211,7 +224,7 @@ def timing(device: str, deadline: Deadline | None = None, rounds: int = 5) -> di
         "step_ratio_to_standard": {k: ratio(v, times["standard"]) for k, v in times.items()},
         "decode_s_per_token": decode,
         "decode_ratio_to_standard": {k: v / decode["standard"] for k, v in decode.items()},
-        "peak_bytes": torch.cuda.max_memory_allocated(),
+        "peak_bytes": torch.cuda.max_memory_allocated() if cuda else None,
     }
 
 

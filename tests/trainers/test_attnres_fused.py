@@ -149,6 +149,20 @@ def test_fused_bookkeeping_is_the_existing_function(blocks: int, d_model: int) -
         assert torch.allclose(g, grads1[name], rtol=0, atol=1e-10), name
 
 
+def test_the_timing_runs_and_reports_the_dispatch() -> None:
+    """``benchmarks.fused_block.timing`` (the GPU check's step and decode comparison) at tiny
+    dimensions on a CPU: every arm timed, and the fused arm's dispatch reported (here: the
+    existing path, the CPU's)."""
+    from benchmarks.fused_block import timing
+
+    dims = {"d_model": 16, "n_heads": 2, "n_layers": 2, "seq_len": 8, "vocab_size": 32}
+    t = timing("cpu", rounds=1, dims=dims, batch=2)
+    assert not t["dispatch"]["fused"] and "CUDA only" in t["dispatch"]["reason"]
+    assert set(t["step_s"]) == set(t["decode_s_per_token"]) == {"standard", "block", "block_fused"}
+    assert all(v > 0 for v in t["step_s"].values())
+    assert "flash_attn_res" not in sys.modules
+
+
 def _has_kernels() -> bool:
     return all(importlib.util.find_spec(m) is not None for m in ("triton", "flash_attn_res"))
 
