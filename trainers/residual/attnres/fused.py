@@ -149,6 +149,12 @@ class FusedSources:
         return list(self.stored)
 
     def _padded(self, x: Tensor) -> Tensor:
+        """``x`` as the kernels read it: padded, contiguous, and under autocast in its dtype,
+        as the buffered path stores its sources (under bf16 autocast the float32 embedding
+        would otherwise promote every stack to float32: twice the bytes the kernels load)."""
+        device = x.device.type
+        if torch.is_autocast_enabled(device):
+            x = x.to(torch.get_autocast_dtype(device))
         return F.pad(x, (0, self.pad)) if self.pad else x.contiguous()
 
     def mix(self, site: int, extra: Tensor | None = None) -> tuple[Tensor, Weights]:
