@@ -228,26 +228,87 @@ def timing(
     }
 
 
+# The depth study's largest cell (search_spaces depth_gpt2: 48 layers of width 768, context 1024)
+# at the micro-batch its plan picks for an 80 GiB device, two micro-batches a step: the plan's
+# estimate beside the measured peak, fused and not. Tiny on the CPU dry run (never fused there).
+STUDY_DEVICE_BYTES = 80 * 2**30
+STUDY_QUICK = {"d_model": 32, "n_heads": 2, "n_layers": 2, "seq_len": 32, "vocab_size": 256}
+
+
+def study_config(arm: str, quick: bool) -> Any:
+    """The study's 48-layer cell for ``arm`` with two micro-batches of the size that fits."""
+    from search_spaces import BUILTIN
+    from trainers.config import ModelConfig, RunConfig, TrainConfig
+    from trainers.config_io import from_dict, nest
+    from trainers.measure.memory_fit import cheapest_fit
+
+    if quick:
+        micro = 2
+        model = ModelConfig(residual=arm, attnres_blocks=2, **STUDY_QUICK)
+    else:
+        base = {**BUILTIN["depth_gpt2"].base, "model.residual": arm, "model.n_layers": 48}
+        full = from_dict(nest(base))
+        fit = cheapest_fit(full, STUDY_DEVICE_BYTES)
+        micro = fit.plan.micro_batch if fit is not None else 1
+        model = full.model
+    return RunConfig(model=model, train=TrainConfig(batch_size=2 * micro, micro_batch=micro))
+
+
+def study_cell(device: str, quick: bool, deadline: Deadline | None = None) -> dict[str, Any]:
+    """Standard, Block AttnRes on the existing path and Block AttnRes as the dispatch rule has
+    it: each cell's plan (``trainers.measure.memory_plan``, 'auto' precision as on a GPU), its
+    measured peak over one step (``benchmarks.memory_plan.device_peak_bytes``) and its median
+    step time over a few interleaved rounds."""
+    from benchmarks.common import interleaved
+    from benchmarks.memory_plan import device_peak_bytes
+    from trainers.measure.memory_plan import memory_plan
+    from trainers.residual.attnres.fused import available, fused_applies
+
+    arms = {"standard": ("standard", None), "block": ("block_attnres", False)}
+    arms["block_fused"] = ("block_attnres", None)
+    cuda = device == "cuda"
+    verdict = fused_applies(
+        study_config("block_attnres", quick).model, device, cuda and available(), "bfloat16"
+    )
+    cells: dict[str, Any] = {}
+    steps = {}
+    for name, (arm, fused) in arms.items():
+        cfg = study_config(arm, quick)
+        steps[name], measured = device_peak_bytes(cfg, device, fused)
+        plan = memory_plan(cfg, gpu=True).total
+        cells[name] = {
+            "micro_batch": cfg.train.micro_batch,
+            "estimate": plan,
+            "measured": measured,
+            "error": (plan - measured) / measured,
+        }
+    times = interleaved(steps, 0, 2 if quick else 3, deadline)
+    for name, cell in cells.items():
+        cell["step_s"] = sorted(times[name])[len(times[name]) // 2] if times[name] else None
+    return {"dispatch": {"fused": verdict.fused, "reason": verdict.reason}, "cells": cells}
+
+
 def run(quick: bool, device: str = "cpu", deadline: Deadline | None = None) -> dict[str, Any]:
     """The exactness checks on ``device`` (a CPU: under the interpreter), then on CUDA, unless
     ``quick`` or the budget is spent, the timing."""
     start = time.perf_counter()
     result: dict[str, Any] = {"device": device}
     skipped = load_package(interpret=device == "cpu")
-    if skipped:
-        return {**result, "skipped": skipped}
-    result["kernels"] = kernel_exactness(device)
-    for case, (bf16, perturbed, d_model) in MODEL_CASES.items():
-        result[case] = exactness(device, bf16, perturbed, d_model)
-    result["exactness_s"] = time.perf_counter() - start
-    if device == "cuda" and not quick and (deadline is None or deadline.left() > 0):
-        result["timing"] = timing(device, deadline)
+    if skipped:  # the study's cell still runs: on the existing path, as the rule then has it
+        result["skipped"] = skipped
+    else:
+        result["kernels"] = kernel_exactness(device)
+        for case, (bf16, perturbed, d_model) in MODEL_CASES.items():
+            result[case] = exactness(device, bf16, perturbed, d_model)
+        result["exactness_s"] = time.perf_counter() - start
+        if device == "cuda" and not quick and (deadline is None or deadline.left() > 0):
+            result["timing"] = timing(device, deadline)
+    if (device == "cuda" or quick) and (deadline is None or deadline.left() > 0):
+        result["study_cell"] = study_cell(device, quick, deadline)
     return result
 
 
-def markdown(result: dict[str, Any]) -> str:
-    if "skipped" in result:
-        return f"fused_block on {result['device']}: skipped: {result['skipped']}\n"
+def _checks(result: dict[str, Any]) -> list[str]:
     lines = [f"fused_block on {result['device']} ({result['exactness_s']:.1f} s of checks):", ""]
     lines += md_table(
         ["kernel check", "relative max abs err"],
@@ -281,6 +342,35 @@ def markdown(result: dict[str, Any]) -> str:
                         f"{t['decode_ratio_to_standard'][arm]:.3f}",
                     ]
                     for arm in t["step_s"]
+                ),
+            ),
+        ]
+    return lines
+
+
+def markdown(result: dict[str, Any]) -> str:
+    if "skipped" in result:
+        lines = [f"fused_block on {result['device']}: kernels skipped: {result['skipped']}"]
+    else:
+        lines = _checks(result)
+    if "study_cell" in result:
+        st = result["study_cell"]
+        lines += [
+            "",
+            f"depth_gpt2's largest cell: dispatch: {st['dispatch']['reason']}",
+            "",
+            *md_table(
+                ["arm", "micro-batch", "plan MiB", "measured MiB", "plan error", "step s"],
+                (
+                    [
+                        arm,
+                        str(c["micro_batch"]),
+                        f"{c['estimate'] / 2**20:,.0f}",
+                        f"{c['measured'] / 2**20:,.0f}",
+                        f"{c['error']:+.1%}",
+                        "—" if c["step_s"] is None else f"{c['step_s']:.3f}",
+                    ]
+                    for arm, c in st["cells"].items()
                 ),
             ),
         ]

@@ -28,7 +28,10 @@ def plan() -> list[str]:
         "  fused_block: flash-attn-res's kernels against the depth softmax (forward, gradients) "
         "and Block AttnRes fused vs unfused on a small model (float32, bf16 autocast); then "
         "step time and decode time per token of standard, Block AttnRes (N = 8) unfused and "
-        "fused at d_model 1024, n_layers 32, seq_len 1024, batch 8 (needs '.[gpu]')",
+        "fused at d_model 1024, n_layers 32, seq_len 1024, batch 8 (needs '.[gpu]'); then "
+        "depth_gpt2's largest cell (48 layers, d_model 768, seq_len 1024, the micro-batch its "
+        "80 GiB plan picks, two per step): the plan's estimate beside the measured peak and the "
+        "step time, standard and Block AttnRes unfused and fused",
         "  sweep: the quick space, 4 trials sharing the GPU (--gpus-per-trial 0.25), 100 steps",
         "  (under the budget, rounds go first, then the deepest depths)",
     ]

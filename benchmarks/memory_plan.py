@@ -207,14 +207,19 @@ def device_config(
     return RunConfig(model=model, train=train)
 
 
-def device_step(cfg: RunConfig, device: str) -> tuple[Callable[[], None], int]:
+def device_step(
+    cfg: RunConfig, device: str, fused: bool | None = None
+) -> tuple[Callable[[], None], int]:
     """One optimizer step as ``trainers.training.module`` takes it under bf16-mixed, ending in a
     CUDA synchronize, after a warm-up step (AdamW's states, the kernels); and the bytes its
     parameters and AdamW's states hold. The model is built on the device. The gradients are dropped
     after each step rather than before the next (the module's order), so that none are held between
-    steps; the step's own peak is the same."""
+    steps; the step's own peak is the same. ``fused``: Block AttnRes's path (None: as the fused
+    dispatch rule has it; False: the existing path)."""
     with torch.device(device):
         model = DeepTransformer(cfg.model).train()
+    if fused is not None and hasattr(model.stream, "fused"):
+        model.stream.fused = fused
     enable_checkpointing(model, cfg.train.checkpointing)
     t, cuda = cfg.train, device.startswith("cuda")
     fused = {"fused": True} if cuda else {}
@@ -236,15 +241,17 @@ def device_step(cfg: RunConfig, device: str) -> tuple[Callable[[], None], int]:
     return step, held
 
 
-def device_peak_bytes(cfg: RunConfig, device: str) -> tuple[Callable[[], None], float]:
+def device_peak_bytes(
+    cfg: RunConfig, device: str, fused: bool | None = None
+) -> tuple[Callable[[], None], float]:
     """The cell's step and its measured peak: on CUDA the allocator's peak over one step above
     what was allocated before the model was built; on a CPU the parameters and AdamW's states
     plus the profiler's peak (as the float32 table measures)."""
     if not device.startswith("cuda"):
-        step, held = device_step(cfg, device)
+        step, held = device_step(cfg, device, fused)
         return step, held + cpu_peak_bytes(step)
     before = torch.cuda.memory_allocated(device)
-    step, _ = device_step(cfg, device)
+    step, _ = device_step(cfg, device, fused)
     torch.cuda.reset_peak_memory_stats(device)
     step()
     return step, float(torch.cuda.max_memory_allocated(device) - before)
