@@ -104,9 +104,9 @@ def study(s: Study) -> None:
     sweep = _nas("sweep", s.name, *s.sweep_args, *store)
     report = _nas("report", s.name, "--format", "md", "--out", str(OUT / s.name),
                   *s.report_args, store[0])  # fmt: skip
-    before = _trials(store[0], s.name)
+    before = _trials(s.name)
     seconds = _run(sweep)
-    ran = _trials(store[0], s.name) != before
+    ran = _trials(s.name) != before
     folder = ROOT / OUT / s.name
     kept = _set_aside(folder)
     _run(report)
@@ -130,22 +130,18 @@ def study(s: Study) -> None:
     (ROOT / OUT / s.name / MADE).write_text(json.dumps(made, indent=1) + "\n")
 
 
-def _trials(uri_flag: str, name: str) -> frozenset[tuple[str, str, int | None]] | None:
-    """Each trial run of sweep ``name`` in the store, with its status and end time (None when
-    the store holds no such sweep): what a sweep that trained anything changes."""
+def _trials(name: str) -> frozenset[tuple[str, str, int | None]] | None:
+    """Each trial run of sweep ``name`` in the gallery's store, with its status and end time
+    (None when the store holds no such sweep): what a sweep that trained anything changes."""
     from record.read import live_sweep
 
-    uri = uri_flag.split("=", 1)[1]
-    if not (ROOT / STORE / "mlflow.db").is_file():
+    db = ROOT / STORE / "mlflow.db"
+    if not db.is_file():
         return None
-    cwd = os.getcwd()
-    os.chdir(ROOT)  # the store's URI is relative to the repository root
-    try:
-        _, _, _, trials = live_sweep(uri, name)
+    try:  # the same store the sweep's relative URI names, by its absolute path
+        _, _, _, trials = live_sweep(f"sqlite:///{db}", name)
     except ValueError:  # no such sweep yet
         return None
-    finally:
-        os.chdir(cwd)
     return frozenset((r.info.run_id, r.info.status, r.info.end_time) for r in trials)
 
 
