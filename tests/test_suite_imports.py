@@ -8,15 +8,7 @@ import ast
 from pathlib import Path
 
 TESTS = Path(__file__).parent
-# (importer, imported): the model contract suite, run by a wiring's module on its own cells
-# (docs/style.md: a contract test suite runs over every implementation); and two AttnRes test
-# modules that share test_attnres_switches' cases, to move to a helper with tests/trainers'
-# layout move.
-ALLOWED = {
-    ("trainers/test_value_residual.py", "tests.trainers.test_model_contract"),
-    ("trainers/test_attnres_buffered_switches.py", "tests.trainers.test_attnres_switches"),
-    ("trainers/test_attnres_layout.py", "tests.trainers.test_attnres_switches"),
-}
+ALLOWED: set[tuple[str, str]] = set()
 
 
 def _test_module(name: str) -> bool:

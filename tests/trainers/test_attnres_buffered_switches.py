@@ -11,8 +11,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from tests.trainers.attnres_cases import SWITCHES
 from tests.trainers.conftest import tiny
-from tests.trainers.test_attnres_switches import SWITCHES
 from trainers.config import ModelConfig
 from trainers.model.transformer import DeepTransformer
 from trainers.residual.attnres.block import block_spans

@@ -13,9 +13,9 @@ import lightning as L
 import pytest
 import torch
 
+from tests.trainers.attnres_cases import CASES, RESIDUALS, SWITCHES, randomize_mixing
 from tests.trainers.conftest import tiny
 from tests.trainers.data.make_attnres_old_layout import BASE, CELLS, IDX, RESUMED
-from tests.trainers.test_attnres_switches import CASES, RESIDUALS, SWITCHES, _randomize_mixing
 from trainers.config import ModelConfig
 from trainers.config_io import from_dict
 from trainers.model.transformer import DeepTransformer
@@ -38,7 +38,7 @@ def _perturbed(cfg: ModelConfig) -> DeepTransformer:
     """A float64 model with every mixing parameter random (non-zero queries, gains off one)."""
     torch.manual_seed(0)
     model = DeepTransformer(cfg).double().eval()
-    _randomize_mixing(model)
+    randomize_mixing(model)
     return model
 
 

@@ -13,6 +13,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from tests.trainers.attnres_cases import CASES, RESIDUALS, SWITCHES, randomize_mixing
 from tests.trainers.conftest import assert_causal, tiny
 from trainers.config import ATTNRES_SWITCHES, ModelConfig
 from trainers.model.transformer import DeepTransformer, num_params
@@ -20,35 +21,6 @@ from trainers.residual.attnres.depth_mixing import DepthMixer
 from trainers.residual.probe import mixing_probe
 
 REFERENCE = Path(__file__).parent / "data" / "attnres_default_logits.json"
-RESIDUALS = ("attnres", "block_attnres")
-SWITCHES: dict[str, dict[str, Any]] = {
-    "key_norm=none": {"attnres_key_norm": "none"},
-    "gate=sigmoid": {"attnres_gate": "sigmoid"},
-    "query=input": {"attnres_query": "input"},
-    "query=scalar": {"attnres_query": "scalar"},
-    "heads=4": {"attnres_heads": 4},
-    "window=2": {"attnres_window": 2},
-    "combined": {
-        "attnres_key_norm": "none",
-        "attnres_gate": "sigmoid",
-        "attnres_query": "input",
-        "attnres_heads": 2,
-        "attnres_window": 3,
-    },
-    # Delta AttnRes's additive routing (test_delta_attnres.py holds it to the paper), alone and
-    # with every Table 4 switch (each changes only the weights over the routed sources).
-    "sources=deltas": {"attnres_sources": "deltas"},
-    "sources=cumulative": {"attnres_sources": "cumulative"},
-    "deltas+combined": {
-        "attnres_sources": "deltas",
-        "attnres_key_norm": "none",
-        "attnres_gate": "sigmoid",
-        "attnres_query": "input",
-        "attnres_heads": 2,
-        "attnres_window": 3,
-    },
-}
-CASES = [(r, name) for r in RESIDUALS for name in SWITCHES]
 # Depth 64 costs ~0.3 s a model: every switch on Full AttnRes (every source at every site),
 # Block AttnRes with the switches combined and with scalar logits (the rest is shared code).
 DEEP = [("attnres", name) for name in SWITCHES] + [
@@ -61,18 +33,11 @@ def _cfg(residual: str, switch: str, **kw: Any) -> ModelConfig:
     return tiny(residual=residual, **{**SWITCHES[switch], **kw})
 
 
-def _randomize_mixing(model: DeepTransformer, scale: float = 1.0) -> None:
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if name.startswith("stream.sites."):
-                p.copy_(torch.randn_like(p) * scale)
-
-
 def _reference_logits(residual: str) -> tuple[torch.Tensor, list[str]]:
     """The reference file's model: seed 0, 3 blocks, random mixing parameters."""
     torch.manual_seed(0)
     model = DeepTransformer(tiny(residual=residual, n_layers=3, attnres_blocks=3))
-    _randomize_mixing(model)
+    randomize_mixing(model)
     idx = torch.arange(12).remainder(32)[None] * 5 % 32
     with torch.no_grad():
         return model.eval()(idx).flatten(), sorted(model.state_dict())
@@ -97,7 +62,7 @@ def test_explicit_defaults_are_bitwise_the_default_model(residual: str) -> None:
     for explicit in ({}, ATTNRES_SWITCHES):
         torch.manual_seed(0)
         model = DeepTransformer(tiny(residual=residual, n_layers=3, **explicit))
-        _randomize_mixing(model)
+        randomize_mixing(model)
         assert model.stream.fast
         models.append(model.eval())
     idx = torch.randint(0, 32, (2, 12))
@@ -116,7 +81,7 @@ def test_plain_path_at_the_defaults_is_the_fast_path(residual: str) -> None:
     """The direct formula (DepthMixer) at the paper's settings computes what the buffered
     two-phase path computes, logits and gradients with respect to the input."""
     model = DeepTransformer(tiny(residual=residual, n_layers=5, attnres_blocks=4)).double()
-    _randomize_mixing(model)
+    randomize_mixing(model)
     idx = torch.randint(0, 32, (2, 12))
     fast = model(idx)
     _on_plain_path(model)
@@ -127,7 +92,7 @@ def test_plain_path_at_the_defaults_is_the_fast_path(residual: str) -> None:
 def test_switch_keeps_causality(residual: str, switch: str) -> None:
     """Changing a later token never changes earlier logits, with non-trivial depth weights."""
     model = DeepTransformer(_cfg(residual, switch, n_layers=3)).double().eval()
-    _randomize_mixing(model)
+    randomize_mixing(model)
     assert_causal(model)
 
 
@@ -135,7 +100,7 @@ def test_switch_keeps_causality(residual: str, switch: str) -> None:
 def test_switch_has_finite_gradients_at_depth_64(residual: str, switch: str) -> None:
     """At 64 blocks (128 sublayers) the loss and every parameter's gradient are finite."""
     model = DeepTransformer(_cfg(residual, switch, n_layers=64, attnres_blocks=8))
-    _randomize_mixing(model, scale=0.1)
+    randomize_mixing(model, scale=0.1)
     idx = torch.randint(0, 32, (1, 6))
     loss = F.cross_entropy(model(idx).flatten(0, 1), idx.roll(-1, 1).flatten())
     loss.backward()
@@ -148,7 +113,7 @@ def test_switch_has_finite_gradients_at_depth_64(residual: str, switch: str) -> 
 def test_switch_round_trips_through_the_state_dict(residual: str, switch: str) -> None:
     """A fresh model loading the state dict (strict) reproduces the logits exactly."""
     model = DeepTransformer(_cfg(residual, switch, n_layers=2)).eval()
-    _randomize_mixing(model)
+    randomize_mixing(model)
     fresh = DeepTransformer(_cfg(residual, switch, n_layers=2)).eval()
     fresh.load_state_dict(model.state_dict())
     idx = torch.randint(0, 32, (2, 12))
@@ -225,7 +190,7 @@ def test_window_covering_every_source_is_no_window(residual: str, base: dict[str
     """attnres_window >= the sources any site mixes is the model without a window."""
     kw = dict(residual=residual, n_layers=3, attnres_blocks=3, **base)
     unwindowed = DeepTransformer(tiny(**kw)).double()
-    _randomize_mixing(unwindowed)
+    randomize_mixing(unwindowed)
     windowed = DeepTransformer(tiny(attnres_window=7, **kw)).double()
     if not base:  # both run the buffered path: hold the windowed one to the plain-path twin
         _on_plain_path(unwindowed)
@@ -240,7 +205,7 @@ def test_heads_with_equal_queries_are_one_head(residual: str, query: str) -> Non
     """H groups whose queries are all equal have equal weights: the single-head model."""
     kw = dict(residual=residual, n_layers=3, attnres_blocks=3, attnres_query=query)
     one = DeepTransformer(tiny(attnres_gate="sigmoid", **kw)).double()  # sigmoid: plain path
-    _randomize_mixing(one)
+    randomize_mixing(one)
     four = DeepTransformer(tiny(attnres_gate="sigmoid", attnres_heads=4, **kw)).double()
     state = dict(one.state_dict())
     name = "stream.sites." + ("queries" if query == "static" else "query_proj")
@@ -287,7 +252,7 @@ def test_probe_reports_one_weight_per_source(gate: str, kind: str) -> None:
     weights sum to one and count as depth attention, sigmoid ones as free weights."""
     cfg = tiny(residual="attnres", n_layers=2, attnres_gate=gate, attnres_heads=2)
     model = DeepTransformer(cfg).eval()
-    _randomize_mixing(model)
+    randomize_mixing(model)
     with mixing_probe() as mixing:
         model(torch.randint(0, 32, (2, 12)))
     assert sorted(mixing[kind]) == list(range(5))

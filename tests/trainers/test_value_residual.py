@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from tests.trainers.conftest import tiny
-from tests.trainers.test_model_contract import (  # noqa: F401  (the contract, run on CELLS below)
+from tests.trainers.contract import (  # noqa: F401  (the contract, run on CELLS below)
     test_causal,
     test_every_wiring_trains,
     test_finite_loss_and_gradients_at_depth_64,
