@@ -1,12 +1,13 @@
 """The Lightning side of a sweep trial: a logger that writes to the trial's MLflow run through
 ``nas.tracking``, and a callback that reports each validation with a checkpoint, to Ray Tune
-(``TuneReporter``) or, in a data-parallel trial's workers, to Ray Train (``TrainReporter``)."""
+(``TuneReporter``) or, in a data-parallel trial's workers, to Ray Train (``TrainReporter``);
+in the calling process (``nas.trial_host.LocalHost``), without one (``ValidationReporter``)."""
 
 from __future__ import annotations
 
 import math
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -89,6 +90,17 @@ class TuneReporter(L.Callback):
         with tempfile.TemporaryDirectory() as tmp:
             save_marked(trainer, Path(tmp), self.key)
             tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(tmp))
+
+
+class ValidationReporter(L.Callback):
+    """After each validation: its metrics to ``send``, with no checkpoint."""
+
+    def __init__(self, key: str, send: Callable[[dict[str, Any]], None]) -> None:
+        self.key, self.send = key, send
+
+    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if not trainer.sanity_checking:
+            self.send(validation_report(trainer, pl_module, self.key))
 
 
 class TrainReporter(L.Callback):

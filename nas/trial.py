@@ -1,6 +1,6 @@
-"""One sweep trial inside a Ray Tune worker: find its ``TrialSpec``, find or open its MLflow run,
-train with Lightning (resuming from the newest checkpoint of its key), and report every
-validation to Tune with a checkpoint; the last report carries the trial's status.
+"""One sweep trial on its host (a Ray Tune worker, ``nas.trial_host``): find its ``TrialSpec``,
+find or open its MLflow run, train with Lightning (resuming from the newest checkpoint of its
+key), and report every validation with a checkpoint; the last report carries the trial's status.
 
 Tune carries only the trial key for a grid (``GRID_PARAM``) or the sampled point for a search;
 everything else about the trial comes from the spec the driver built.
@@ -22,6 +22,7 @@ from nas.data_parallel import TrialLink, Workers, check_split
 from nas.outbox import TrackingOutage, journal_path
 from nas.spec import TrialSpec, proposal_identity
 from nas.tracking import SweepRecord, TrialRun, recorded_trial
+from nas.trial_host import TrialHost, TuneHost
 from record.errors import first_line
 from record.schema import SETTLED, Metric, Report, Status, Tag
 from search_spaces.space import Space
@@ -80,31 +81,28 @@ class SweepContext:
             return proposal_identity(self.space, config, self.seed)[0]
 
 
-def run_trial(config: dict[str, Any], ctx: SweepContext) -> None:
-    """The function trainable."""
-    from ray import tune
-
+def run_trial(config: dict[str, Any], ctx: SweepContext, host: TrialHost | None = None) -> None:
+    """The function trainable (on a Tune worker unless given another host)."""
     from trainers.config import flatten
 
+    host = TuneHost() if host is None else host
     start = time.perf_counter()
     if ctx.deadline is not None and time.time() > ctx.deadline:
-        tune.report({Report.STATUS: DEFERRED, Report.KEY: ctx.key_for(config)})
+        host.report({Report.STATUS: DEFERRED, Report.KEY: ctx.key_for(config)})
         return
-    tags = {Tag.TRIAL_ID: tune.get_context().get_trial_id(), Tag.NODE: _node_id(), **ctx.tags}
-    tags |= _ray_gpus()
+    tags = {Tag.TRIAL_ID: host.trial_id(), **host.placement(), **ctx.tags}
     try:
         spec = ctx.spec_for(config)
     except ValueError as err:  # a sampler proposed an invalid combination: no training spent
-        _infeasible(ctx, config, tags, str(err))
+        _infeasible(ctx, config, tags, str(err), host)
         return
-    if _settled(ctx, spec.key):  # a search proposed a point it has run: nothing runs twice
+    if _settled(ctx, spec.key, host):  # a search proposed a point it has run: nothing runs twice
         return
     tags |= {Tag.ARM: spec.arm, Tag.SEED: str(spec.seed), Tag.HARDWARE: _hardware()}
     tags |= _cost_tags(spec.config, ctx.peak_flops)
     run = TrialRun(ctx.record, spec.key, flatten(spec.config), tags, ctx.journal(spec.key))
-    out = Path(tune.get_context().get_trial_dir())
     try:
-        result = _fit(spec, out, run, ctx)
+        result = _fit(spec, run, ctx, host)
     except TrackingOutage:
         raise  # the store is down: the reason cannot be written there (Tune keeps it)
     except Exception as err:
@@ -112,15 +110,13 @@ def run_trial(config: dict[str, Any], ctx: SweepContext) -> None:
         # Not for BaseException: Tune stops a trial (ASHA) by ending its thread with one.
         run.client.set_tag(run.run_id, Tag.REASON, first_line(err, limit=5000))
         raise
-    _finish(run, spec, result, ctx, time.perf_counter() - start)
+    _finish(run, spec, result, ctx, time.perf_counter() - start, host)
 
 
-def _settled(ctx: SweepContext, key: str) -> bool:
+def _settled(ctx: SweepContext, key: str, host: TrialHost) -> bool:
     """Report a trial the record already settled (a search's repeated proposal: the same
     point and seed train to the same result) with its recorded values, instead of running it
     again."""
-    from ray import tune
-
     from nas.searcher import objective_values
 
     recorded = recorded_trial(ctx.record, key)
@@ -131,15 +127,15 @@ def _settled(ctx: SweepContext, key: str) -> bool:
     if values is not None:
         objectives = {o.key: v for o, v in zip(ctx.space.objectives, values, strict=True)}
     status = {Report.STATUS: recorded.status.value, Report.KEY: key, Report.REPEAT: 1}
-    tune.report({**objectives, **status})
+    host.report({**objectives, **status})
     return True
 
 
-def _finish(run: TrialRun, spec: TrialSpec, result: Any, ctx: SweepContext, trial_s: float) -> None:
+def _finish(
+    run: TrialRun, spec: TrialSpec, result: Any, ctx: SweepContext, trial_s: float, host: TrialHost
+) -> None:
     """Record the outcome, then the last report (the searcher reads its objectives there).
     The run ends before the report: Ray may end the worker right after it."""
-    from ray import tune
-
     status = Status(result.status)
     final = {
         Metric.FINAL_VAL_LOSS: result.val_loss,
@@ -169,7 +165,7 @@ def _finish(run: TrialRun, spec: TrialSpec, result: Any, ctx: SweepContext, tria
     # Written once the store has just answered (the outcome), never at the fit's start, where a
     # store outage would stall training: a running trial's record names Ray's GPUs only.
     run.client.set_tag(run.run_id, Tag.DEVICE, result.device)
-    tune.report(
+    host.report(
         {**_objectives(status, result, ctx), Report.STATUS: status.value, Report.KEY: spec.key}
     )
 
@@ -225,47 +221,23 @@ def _hardware() -> str:
     return f"CPU {cpu_words()}, {torch.get_num_threads()} threads"
 
 
-def _node_id() -> str:
-    """The Ray node the trial runs on (the cluster test checks trials spread over nodes)."""
-    import ray
-
-    return str(ray.get_runtime_context().get_node_id())
-
-
-def _ray_gpus() -> dict[str, str]:
-    """The GPUs Ray assigned this trial (fractions share an id), as Ray numbers them and as
-    ``CUDA_VISIBLE_DEVICES`` shows them (the tag is absent where it is unset). What the trial
-    trains on is ``nas.device`` (``TrainResult.device``): torch's view, which Ray's assignment
-    does not change."""
-    import os
-
-    import ray
-
-    tags = {Tag.RAY_GPU_IDS: ",".join(str(i) for i in ray.get_gpu_ids())}
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    return tags if visible is None else {**tags, Tag.CUDA_VISIBLE_DEVICES: visible}
-
-
 def _infeasible(
-    ctx: SweepContext, config: Mapping[str, Any], tags: dict[str, str], reason: str
+    ctx: SweepContext, config: Mapping[str, Any], tags: dict[str, str], reason: str, host: TrialHost
 ) -> None:
     """Record the proposal with its reason and tell the searcher at once: the worst value for
     every objective, so it learns to avoid the region."""
-    from ray import tune
-
     key, arm = proposal_identity(ctx.space, config, ctx.seed)
     run = TrialRun(ctx.record, key, dict(config), {**tags, Tag.ARM: arm, Tag.SEED: str(ctx.seed)})
     run.end(Status.INFEASIBLE, reason, 0)
     report = {Report.STATUS: Status.INFEASIBLE.value, Report.REASON: reason, Report.KEY: key}
-    tune.report({**ctx.worst, **report})
+    host.report({**ctx.worst, **report})
 
 
-def _fit(spec: TrialSpec, out: Path, run: TrialRun, ctx: SweepContext) -> Any:
-    from ray import tune
-
-    from nas.lightning_hooks import TrialLogger, TuneReporter
+def _fit(spec: TrialSpec, run: TrialRun, ctx: SweepContext, host: TrialHost) -> Any:
+    from nas.lightning_hooks import TrialLogger
     from trainers.training.run import train
 
+    out = host.trial_dir()
     if ctx.workers is not None:
         return _fit_data_parallel(spec, out, run, ctx, ctx.workers)
 
@@ -274,7 +246,7 @@ def _fit(spec: TrialSpec, out: Path, run: TrialRun, ctx: SweepContext) -> Any:
             spec.config,
             out,
             logger=TrialLogger(run),
-            callbacks=[TuneReporter(spec.key)],
+            callbacks=[host.reporter(spec.key)],
             progress=False,
             ckpt_path=ckpt,
             time_limit_s=ctx.trial_timeout_s,
@@ -282,12 +254,9 @@ def _fit(spec: TrialSpec, out: Path, run: TrialRun, ctx: SweepContext) -> Any:
         )
         return result
 
-    checkpoint = tune.get_checkpoint()  # Tune's retry of this attempt: its newest checkpoint
     with tempfile.TemporaryDirectory() as tmp:
-        ckpt = Path(tmp) / CKPT_NAME  # copied out: the checkpoint folder may be read-only
-        if checkpoint is not None:
-            with checkpoint.as_directory() as folder:
-                ckpt.write_bytes((Path(folder) / CKPT_NAME).read_bytes())
+        ckpt = Path(tmp) / CKPT_NAME
+        if host.retry_checkpoint(ckpt):  # a retry of this attempt: its host's newest checkpoint
             return fit(ckpt)
         earlier = _loadable(ctx.resume_from.get(spec.key, ()), ckpt)
         return fit(earlier)

@@ -1,7 +1,8 @@
 """A research campaign: a sweep extended by seeds and by arms (its decisions on a real MLflow
-SQLite store without Ray: ``tests.nas.sweeps.play``), and against the real parts (Ray, MLflow,
-Lightning trials) a real divergence, a trial time-out, a search continued from its Optuna study
-in PostgreSQL. (A changed plan refused and --restart are in tests/nas/test_campaign_refusals.py;
+SQLite store without Ray: ``tests.nas.sweeps.play``); a real divergence and a trial time-out
+(real Lightning trials by Tune's trial function, in this process: ``tests.nas.sweeps.run_here``);
+and against every real part (Ray, MLflow, Lightning trials) a search continued from its Optuna
+study in PostgreSQL. (A changed plan refused and --restart are in tests/nas/test_campaign_refusals.py;
 a time budget, in the real grid sweep of tests/nas/test_sweep.py; a trial's worker lost
 mid-trial in tests/nas/test_cluster.py: a whole node of it.) Each test counts runs, statuses
 and metric steps in the store."""
@@ -13,13 +14,15 @@ from pathlib import Path
 
 import pytest
 
-from record.schema import PLANS_FOLDER, Metric, Tag
+from record.schema import PLANS_FOLDER, Metric, Report, Tag
 from tests.nas.spaces import ONE_ARM, TINY_SEARCH, TWO_ARMS
 from tests.nas.sweeps import (
     check_record,
+    check_tags,
     command,
     history,
     play,
+    run_here,
     store_uri,
     sweep,
     trials,
@@ -93,16 +96,21 @@ def test_extend_by_seeds_and_arms_plans_only_the_new_cells(
     assert len(plans) == 5  # one per invocation
 
 
-def test_a_diverging_sweep_records_the_divergence_as_a_result(tmp_path: Path) -> None:
-    """A learning rate of 1000: every trial ends diverged at the step the loss went bad (not
-    retried by Tune, not a crash in the dilution profile), its run FAILED with the reason and
-    step, only finite values recorded, and the report counts the divergences."""
-    proc = sweep(tmp_path, "smoke", "--name", "diverge", "--set", "train.lr=1000")
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "sweep diverge: 0 finished, 2 diverged" in proc.stdout
+def test_a_diverging_sweep_records_the_divergence_as_a_result(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A learning rate of 1000, each trial trained by Tune's trial function in this process
+    (``run_here``): every trial ends diverged at the step the loss went bad (not a crash in the
+    dilution profile), its run FAILED with the reason and step, only finite values recorded; it
+    returns normally with its status and the worst objectives in its last report (so Tune
+    records it as reported rather than retrying a failure); the summary and the parent count
+    the divergences, and so does the report."""
+    hosts = run_here(tmp_path, ["smoke", "--name", "diverge", "--set", "train.lr=1000"])
+    assert "sweep diverge: 0 finished, 2 diverged" in capsys.readouterr().out
     parents, runs, client = trials(tmp_path, "diverge")
-    assert len(runs) == 2
+    assert len(runs) == 2 and len(hosts) == 2
     check_record(runs, client)
+    check_tags(parents, runs)
     for run in runs:
         assert run.data.tags[Tag.STATUS] == "diverged" and run.info.status == "FAILED"
         step = int(run.data.tags[Tag.STATUS_STEP])
@@ -110,6 +118,9 @@ def test_a_diverging_sweep_records_the_divergence_as_a_result(tmp_path: Path) ->
         assert "svd" not in run.data.tags[Tag.REASON]
         assert all(abs(v) < float("inf") for v in run.data.metrics.values())
         assert run.data.metrics[Metric.FINAL_STEPS] == step
+        last = hosts[run.data.tags[Tag.TRIAL_KEY]].reports[-1]
+        assert last[Report.STATUS] == "diverged" and last[Report.VAL_LOSS] == float("inf")
+        assert Report.STEP not in last  # ASHA leaves it out of its rungs
     assert parents[0].data.metrics["sweep/diverged"] == 2
     from nas.cli import main
 
@@ -123,15 +134,16 @@ def test_a_diverging_sweep_records_the_divergence_as_a_result(tmp_path: Path) ->
 def test_trial_timeout_ends_each_trial_timed_out(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """--trial-timeout shorter than one step: every trial ends timed_out after its first step,
-    its run FAILED with the reason, and the sweep is settled: the same command, run in this
-    process, runs nothing and starts no Ray."""
+    """--trial-timeout shorter than one step, each trial trained by Tune's trial function in
+    this process (``run_here``): every trial ends timed_out after its first step, its run
+    FAILED with the reason, its last report saying so, and the sweep is settled: the same
+    command runs nothing and starts no Ray."""
     import ray
 
     from nas.cli import main
 
-    proc = sweep(tmp_path, "smoke", "--name", "slow", "--trial-timeout", "0.0001")
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    args = ["smoke", "--name", "slow", "--trial-timeout", "0.0001"]
+    hosts = run_here(tmp_path, args)
     _, runs, client = trials(tmp_path, "slow")
     assert len(runs) == 2
     check_record(runs, client)
@@ -139,8 +151,9 @@ def test_trial_timeout_ends_each_trial_timed_out(
         assert run.data.tags[Tag.STATUS] == "timed_out" and run.info.status == "FAILED"
         assert "limit" in run.data.tags[Tag.REASON]
         assert int(run.data.tags[Tag.STATUS_STEP]) < 20
+        assert hosts[run.data.tags[Tag.TRIAL_KEY]].reports[-1][Report.STATUS] == "timed_out"
     capsys.readouterr()
-    assert main(command(tmp_path, "smoke", "--name", "slow", "--trial-timeout", "0.0001")) == 0
+    assert main(command(tmp_path, *args)) == 0
     assert "nothing to run" in capsys.readouterr().out and not ray.is_initialized()
 
 
