@@ -18,6 +18,7 @@ import shutil
 import sys
 from dataclasses import replace
 from pathlib import Path
+from typing import Protocol
 
 from nas.checkpoints import latest_checkpoints, prune
 from nas.exits import Exit
@@ -33,7 +34,7 @@ from nas.tracking import (
     store_failure,
 )
 from nas.trial import SweepContext
-from nas.tune_run import on_sigterm, start_ray, tuner
+from nas.tune_run import TuneRunner
 from record.redact import redact
 from record.uri import resolve_tracking_uri
 
@@ -43,6 +44,20 @@ EXIT_INTERRUPTED, EXIT_TERMINATED = Exit.INTERRUPTED, Exit.TERMINATED
 EXIT_TIME_BUDGET, EXIT_STORE_DOWN = Exit.TIME_BUDGET, Exit.STORE_DOWN
 
 
+class Runner(Protocol):
+    """What runs a stage's trials: Ray Tune (``nas.tune_run.TuneRunner``, the command's) or
+    this process (``nas.local_run.LocalRunner``, a grid's, for a debugger and the suite)."""
+
+    def start(self, opts: SweepOptions, p: Plan, seen: dict[str, bool]) -> None:
+        """Before the first stage: Ray started or joined, SIGTERM noted in ``seen``."""
+
+    def run(
+        self, opts: SweepOptions, p: Plan, ctx: SweepContext, recorded: dict[str, RecordedTrial]
+    ) -> int:
+        """The trials ``p.campaign`` has left; returns how many search proposals repeated a
+        point the record had settled (answered from it, not run)."""
+
+
 def _fit(
     opts: SweepOptions,
     p: Plan,
@@ -50,14 +65,14 @@ def _fit(
     record: SweepRecord,
     recorded: dict[str, RecordedTrial],
     seen: dict[str, bool],
+    runner: Runner,
 ) -> tuple[Plan, int]:
     """Run this invocation's trials: one Tune experiment, and one more each time the record
     of the last lets the campaign plan trials it could not before (a tuned grid's seeds once
     its learning-rate stage is settled), until the time budget or a signal ends it. Returns
     the plan as the record left it and how many search proposals repeated a point the record
     had settled (answered from it, not run)."""
-    from nas.live import LiveView
-    from nas.outcomes import Outcomes, past
+    from nas.outcomes import past
 
     total = p.campaign.total
     if not p.campaign.left(recorded):
@@ -65,15 +80,12 @@ def _fit(
             f"sweep {p.name}: all {total} planned trials are settled in the record; nothing to run"
         )
         return p, 0
-    start_ray(opts, p.uri)
-    on_sigterm(seen)
+    runner.start(opts, p, seen)
     repeats, campaign = 0, None
     while p.campaign is not campaign and not (past(ctx.deadline) or seen["sigterm"]):
         campaign = p.campaign
         if campaign.left(recorded):  # a stage that left nothing to run plans no Tune run
-            view = LiveView(ctx, total, campaign.settled(recorded))
-            tuner(opts, p, ctx, [view, Outcomes(ctx)], recorded).fit()
-            repeats += view.repeats
+            repeats += runner.run(opts, p, ctx, recorded)
             recorded = recorded_trials(record)
         p = replace(p, campaign=campaign.given(recorded))
         ctx = replace(ctx, campaign=p.campaign)
@@ -98,12 +110,13 @@ def _finish(p: Plan, uri: str, record: SweepRecord, repeats: int) -> tuple[dict[
     return summary, "KILLED" if summary["sweep/unsettled"] else "FINISHED"
 
 
-def run_sweep(opts: SweepOptions) -> int:
+def run_sweep(opts: SweepOptions, runner: Runner | None = None) -> int:
+    """The command: its trials on Ray Tune unless given another runner."""
     p = plan(opts)  # every bad input surfaces here or in begin, before anything is recorded
     uri = p.uri
     p, record, recorded = begin(uri, p, opts)
     try:
-        return _run(opts, p, uri, record, recorded)
+        return _run(opts, p, uri, record, recorded, TuneRunner() if runner is None else runner)
     except Exception as err:
         # The store went away for longer than MLflow's client retries (about four minutes):
         # what reached it stays, the trials' journals keep the rest, and the same command
@@ -125,6 +138,7 @@ def _run(
     uri: str,
     record: SweepRecord,
     recorded: dict[str, RecordedTrial],
+    runner: Runner,
 ) -> int:
     ctx = context(opts, p, record)
     seen = {"sigterm": False}
@@ -132,7 +146,7 @@ def _run(
     status = "FAILED"
     try:
         record_coordchecks(record, p)  # a parametrization other than sp: its check, once
-        p, repeats = _fit(opts, p, ctx, record, recorded, seen)
+        p, repeats = _fit(opts, p, ctx, record, recorded, seen, runner)
         summary, status = _finish(p, uri, record, repeats)
     except KeyboardInterrupt:  # before or after Tune's own handler
         status = "KILLED"

@@ -212,3 +212,21 @@ def on_sigterm(seen: dict[str, bool]) -> None:
         signal.raise_signal(signal.SIGINT)
 
     signal.signal(signal.SIGTERM, handler)
+
+
+class TuneRunner:
+    """``nas sweep``'s runner: Ray started or joined once, then a Tune experiment per stage."""
+
+    def start(self, opts: SweepOptions, p: Plan, seen: dict[str, bool]) -> None:
+        start_ray(opts, p.uri)
+        on_sigterm(seen)
+
+    def run(
+        self, opts: SweepOptions, p: Plan, ctx: SweepContext, recorded: dict[str, RecordedTrial]
+    ) -> int:
+        from nas.live import LiveView
+        from nas.outcomes import Outcomes
+
+        view = LiveView(ctx, p.campaign.total, p.campaign.settled(recorded))
+        tuner(opts, p, ctx, [view, Outcomes(ctx)], recorded).fit()
+        return view.repeats

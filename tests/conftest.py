@@ -53,6 +53,7 @@ SLOW_MODULES = frozenset(
         "nas/test_campaign.py",
         "nas/test_campaign_refusals.py",
         "nas/test_lr_stage_sweep.py",
+        "nas/test_local_run.py",
         "nas/test_seeds_auto_sweep.py",
         "nas/test_postgres.py",
         "nas/test_cluster.py",

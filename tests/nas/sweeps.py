@@ -4,7 +4,7 @@ sweep's record keeps, what a real sweep wrote against ``record.schema``, and an 
 does (``nas.sweep_plan.plan``, ``nas.sweep_open.begin``), then each trial the campaign hands
 Tune written by the trials' own writer (``nas.tracking.TrialRun``), finished at a given loss,
 stage after stage as the command runs them (a tuned grid's seeds once its stage is settled);
-the same with each trial trained by Tune's trial function in this process (``run_here``); or
+the command with each trial trained in this process instead of on Ray (``run_here``); or
 an invocation whose time budget ran out before its first trial (``spend``).
 What a campaign decides (which cells are left, what is refused, what the summary names) is then
 tested on a real MLflow store in a few seconds; what only a trial or Tune writes is not."""
@@ -135,54 +135,13 @@ def play(tmp: Path, args: list[str], losses: Mapping[tuple[str, int], float]) ->
     as ``nas.sweep._fit`` does, once more each time the record lets the campaign plan a later
     stage (its decisions logged and printed); the parent run closed. Returns the specs of the
     trials it wrote, in the order the campaign handed them."""
-    from nas.tracking import close_sweep
-
-    def write(record: Any, p: Any, spec: Any) -> None:
-        write_trial(record, spec, losses[spec.arm, spec.seed])
-
-    p, record, written = _drive(tmp, args, write)
-    close_sweep(record, {}, "FINISHED", p.folder)
-    return written
-
-
-def run_here(tmp: Path, args: list[str]) -> dict[str, Any]:
-    """One invocation of ``nas sweep ARGS`` (a grid) with every trial trained for real, in this
-    process, by the trial function Tune runs (``nas.trial.run_trial`` on a
-    ``nas.trial_host.LocalHost``), and closed and summarized (printed) as ``nas.sweep`` does:
-    what a trial and the command's summary make of its outcome, without Ray. (What Tune does
-    with the trial's reports: the real sweeps.) Returns each trial's host (its reports) by key."""
-    from nas.cli import build_parser
-    from nas.sweep import _finish
-    from nas.sweep_cmd import options
-    from nas.sweep_open import context
-    from nas.tracking import close_sweep
-    from nas.trial import run_trial
-    from nas.trial_host import LocalHost
-
-    opts = options(build_parser().parse_args(command(tmp, *args)))
-    hosts: dict[str, Any] = {}
-
-    def train(record: Any, p: Any, spec: Any) -> None:
-        host = hosts[spec.key] = LocalHost(tmp / "trials" / spec.key, id=f"here-{len(hosts)}")
-        run_trial({GRID_PARAM: spec.key}, context(opts, p, record), host)
-
-    p, record, _ = _drive(tmp, args, train)
-    summary, status = _finish(p, store_uri(tmp), record, 0)
-    close_sweep(record, summary, status, p.folder)
-    return hosts
-
-
-def _drive(tmp: Path, args: list[str], run: Any) -> tuple[Any, Any, list[Any]]:
-    """``nas sweep ARGS``'s plan and record, then ``run(record, plan, spec)`` for every trial
-    its campaign hands Tune, stage after stage as ``nas.sweep._fit`` runs them. Returns the
-    plan as the record left it, the record, and the specs in the order they were handed."""
     from dataclasses import replace
 
     from nas.cli import build_parser
     from nas.sweep_cmd import options
     from nas.sweep_open import begin, log_progress
     from nas.sweep_plan import plan
-    from nas.tracking import recorded_trials
+    from nas.tracking import close_sweep, recorded_trials
 
     opts = options(build_parser().parse_args(command(tmp, *args)))
     p, record, recorded = begin(store_uri(tmp), plan(opts), opts)
@@ -191,13 +150,30 @@ def _drive(tmp: Path, args: list[str], run: Any) -> tuple[Any, Any, list[Any]]:
         campaign = p.campaign
         handed = campaign.tune_trials(recorded, None, p.name).param_space[GRID_PARAM]
         for spec in [campaign.spec_for({GRID_PARAM: key}) for key in handed["grid_search"]]:
-            run(record, p, spec)
+            write_trial(record, spec, losses[spec.arm, spec.seed])
             written.append(spec)
         recorded = recorded_trials(record)
         p = replace(p, campaign=campaign.given(recorded))
         if p.campaign is not campaign:
             log_progress(record, p)
-    return p, record, written
+    close_sweep(record, {}, "FINISHED", p.folder)
+    return written
+
+
+def run_here(tmp: Path, args: list[str]) -> tuple[int, Any]:
+    """``nas sweep ARGS`` (a grid) as the command runs it, with its trials trained in this
+    process instead of on Ray Tune (``nas.local_run.LocalRunner``: Tune's trial function on a
+    local host): what a trial and the command make of its outcome, without Ray. (What Tune
+    does with the trials' reports: the real sweeps.) Returns the exit status and the runner
+    (each trial's reports, by key; how many stages it was handed)."""
+    from nas.cli import build_parser
+    from nas.local_run import LocalRunner
+    from nas.sweep import run_sweep
+    from nas.sweep_cmd import options
+
+    runner = LocalRunner()
+    code = run_sweep(options(build_parser().parse_args(command(tmp, *args))), runner)
+    return code, runner
 
 
 def spend(tmp: Path, args: list[str]) -> None:

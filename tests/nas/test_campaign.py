@@ -1,6 +1,6 @@
 """A research campaign: a sweep extended by seeds and by arms (its decisions on a real MLflow
 SQLite store without Ray: ``tests.nas.sweeps.play``); a real divergence and a trial time-out
-(real Lightning trials by Tune's trial function, in this process: ``tests.nas.sweeps.run_here``);
+(the command with real Lightning trials in this process: ``tests.nas.sweeps.run_here``);
 and against every real part (Ray, MLflow, Lightning trials) a search continued from its Optuna
 study in PostgreSQL. (A changed plan refused and --restart are in tests/nas/test_campaign_refusals.py;
 a time budget, in the real grid sweep of tests/nas/test_sweep.py; a trial's worker lost
@@ -99,14 +99,15 @@ def test_extend_by_seeds_and_arms_plans_only_the_new_cells(
 def test_a_diverging_sweep_records_the_divergence_as_a_result(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """A learning rate of 1000, each trial trained by Tune's trial function in this process
+    """A learning rate of 1000, the command run with its trials trained in this process
     (``run_here``): every trial ends diverged at the step the loss went bad (not a crash in the
     dilution profile), its run FAILED with the reason and step, only finite values recorded; it
     returns normally with its status and the worst objectives in its last report (so Tune
     records it as reported rather than retrying a failure); the summary and the parent count
     the divergences, and so does the report."""
-    hosts = run_here(tmp_path, ["smoke", "--name", "diverge", "--set", "train.lr=1000"])
-    assert "sweep diverge: 0 finished, 2 diverged" in capsys.readouterr().out
+    code, runner = run_here(tmp_path, ["smoke", "--name", "diverge", "--set", "train.lr=1000"])
+    assert code == 0 and "sweep diverge: 0 finished, 2 diverged" in capsys.readouterr().out
+    hosts = runner.hosts
     parents, runs, client = trials(tmp_path, "diverge")
     assert len(runs) == 2 and len(hosts) == 2
     check_record(runs, client)
@@ -134,8 +135,8 @@ def test_a_diverging_sweep_records_the_divergence_as_a_result(
 def test_trial_timeout_ends_each_trial_timed_out(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """--trial-timeout shorter than one step, each trial trained by Tune's trial function in
-    this process (``run_here``): every trial ends timed_out after its first step, its run
+    """--trial-timeout shorter than one step, the command run with its trials trained in this
+    process (``run_here``): every trial ends timed_out after its first step, its run
     FAILED with the reason, its last report saying so, and the sweep is settled: the same
     command runs nothing and starts no Ray."""
     import ray
@@ -143,7 +144,9 @@ def test_trial_timeout_ends_each_trial_timed_out(
     from nas.cli import main
 
     args = ["smoke", "--name", "slow", "--trial-timeout", "0.0001"]
-    hosts = run_here(tmp_path, args)
+    code, runner = run_here(tmp_path, args)
+    assert code == 0
+    hosts = runner.hosts
     _, runs, client = trials(tmp_path, "slow")
     assert len(runs) == 2
     check_record(runs, client)

@@ -1,9 +1,9 @@
 """A tuned-learning-rate sweep: its campaign on a real MLflow SQLite store without Ray
 (``tests.nas.sweeps.play``: the stage's points, each arm's choice by the losses its stage trials
 finished at, its seeds at it; a new seed extending it without re-running the stage; a changed
-learning-rate grid refused in one line before anything is written), and against the real parts
-(the session's Ray, Lightning trials on smoke-sized models) one invocation training the stage,
-then the seeds at the choice; a bad ``tune`` block refused before anything is written; and,
+learning-rate grid refused in one line before anything is written); the command training the
+stage, then the seeds at the choice, in one invocation (real Lightning trials on smoke-sized
+models, in this process: ``tests.nas.sweeps.run_here``); a bad ``tune`` block refused before anything is written; and,
 without Ray, a time budget spent in the stage."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from record.schema import LR_STAGE_FILE, PLANS_FOLDER, Metric, Tag
+from record.schema import LR_STAGE_FILE, PLANS_FOLDER, Metric, Report, Tag
 from search_spaces.lr_stage import choose
 from tests.nas import sweeps
 from tests.nas.spaces import ARMS, BASE
@@ -132,17 +132,20 @@ def test_a_tuned_campaign_records_points_choice_and_seeds_extends_and_refuses_a_
     assert (len(trials), len(sweeps.tune_dirs(tmp_path, "tuned")), plans) == before
 
 
-def test_a_tuned_sweep_trains_the_stage_then_the_seeds_in_one_invocation(tmp_path: Path) -> None:
-    """The real command (Ray, Lightning trials), one arm: the stage's three trials in one Tune
-    experiment, then the seed at the chosen value in a second of the same invocation, its
-    choice printed once; the record as the campaign test above checks it."""
+def test_a_tuned_sweep_trains_the_stage_then_the_seeds_in_one_invocation(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The command with real Lightning trials, trained in this process instead of on Ray
+    (``tests.nas.sweeps.run_here``), one arm: the stage's three trials handed over in one
+    stage, then the seed at the chosen value in a second of the same invocation (a Tune
+    experiment each, on Ray), its choice printed once; every trial finished; the record as the
+    campaign test above checks it."""
     space = tmp_path / "tuned.yaml"
     space.write_text(BASE + ONE_ARM + TUNE)
-    first = sweeps.sweep(tmp_path, str(space), "--name", "tuned")
-    assert first.returncode == 0, first.stderr[-3000:]
-    assert sweeps.finished_lines(first.stdout) == 4
-    assert first.stdout.count(" chosen") == 1
-    assert len(sweeps.tune_dirs(tmp_path, "tuned")) == 2
+    code, runner = sweeps.run_here(tmp_path, [str(space), "--name", "tuned"])
+    assert code == 0 and capsys.readouterr().out.count(" chosen") == 1
+    assert runner.stages == 2 and len(runner.hosts) == 4
+    assert all(h.reports[-1][Report.STATUS] == "finished" for h in runner.hosts.values())
     _check_first(tmp_path, arms=1)
 
 
