@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 
 from nas.tune_run import LOCAL_WORKER_NICENESS, WORKER_NICENESS_ENV
-from tests.cli import run_nas
+from tests.nas.sweeps import run_here
 from tests.postgres import drop_leftovers, postgres_db
 from tests.ray_cluster import pids_naming, stop, stop_shared
 from tests.reports.browser import ChromiumUnavailable, ensure_chromium
@@ -143,7 +143,9 @@ def chromium() -> str:
 @pytest.fixture(scope="session")
 def swept(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     """(folder, tracking URI) holding one finished ``smoke`` sweep with seeds 0 and 1, swept
-    once for the whole test run: the report, diff, formats and dashboard tests only read it.
+    once for the whole test run by the command with its trials trained in this process
+    (``tests.nas.sweeps.run_here``; what Ray adds, the real sweeps of tests/nas show): the
+    report, diff, formats and dashboard tests only read it.
     Under pytest-xdist the first worker to ask sweeps it, under a file lock, into the run's
     shared temp folder, and the others read the same sweep."""
     import fcntl
@@ -158,7 +160,8 @@ def swept(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
         if not (root / "done").exists():
             shutil.rmtree(root, ignore_errors=True)
             root.mkdir()
-            proc = run_nas(root, "sweep", "smoke", "--seeds", "0,1", "--tracking-uri", uri)
-            assert proc.returncode == 0, proc.stderr[-3000:]
+            storage = ["--storage-path", str(root / "ray_results")]
+            code, _ = run_here(root, ["smoke", "--seeds", "0,1", *storage])
+            assert code == 0
             (root / "done").touch()
     return root, uri

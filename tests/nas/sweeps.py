@@ -32,8 +32,11 @@ def store_uri(tmp: Path) -> str:
 
 
 def command(tmp: Path, *args: str) -> list[str]:
-    """``nas sweep ARGS`` as argv, recorded in ``tmp`` as the subprocess sweeps are."""
-    return ["sweep", *args, "--tracking-uri", store_uri(tmp), "--storage-path", str(tmp / "ray")]
+    """``nas sweep ARGS`` as argv, recorded in ``tmp`` as the subprocess sweeps are (unless
+    ARGS name a store or a storage path)."""
+    storage = [] if "--storage-path" in args else ["--storage-path", str(tmp / "ray")]
+    store = [] if "--tracking-uri" in args else ["--tracking-uri", store_uri(tmp)]
+    return ["sweep", *args, *store, *storage]
 
 
 def sweep(tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
