@@ -1,18 +1,18 @@
 """Suite-wide marks: which test modules are ``slow``.
 
-These modules start whole sweeps (``nas sweep`` in a subprocess, with its own local Ray; the
-report, diff, formats and dashboard tests share one ``smoke`` sweep over two seeds, the README test runs
-every documented command), a two-node Ray cluster, or a headless browser; or they play
-campaigns on real MLflow stores without Ray (``tests.nas.sweeps.play``: seconds each, kept out of
-``make test-fast``'s two minutes). A rule here rather
-than a decorator per test, because
-the rule holds whatever tests a module ends up with.
-The few quick checks in these modules (bad input exiting 2 before any trial starts) ride along.
+These modules start whole sweeps (``nas sweep`` in a subprocess on Ray; the command with its
+trials trained in the test's process, ``tests.nas.sweeps.run_here``: the report, diff, formats
+and dashboard tests share one such ``smoke`` sweep over two seeds; the README test runs every
+documented command), a two-node Ray cluster, or a headless browser; or they play campaigns on
+real MLflow stores without Ray (``tests.nas.sweeps.play``: seconds each, kept out of ``make
+test-fast``). A rule here rather than a decorator per test, because the rule holds whatever
+tests a module ends up with. The few quick checks in these modules (bad input exiting 2 before
+any trial starts) ride along.
 ``make test`` still runs every test; ``make test-slow`` (``-m slow``) runs only these.
 
 Also the suite-wide fixtures: ``postgres_db`` (a database of its own on a real PostgreSQL),
 ``pg_server`` (an MLflow tracking server on such a database), ``chromium`` (a headless
-browser's binary) and ``swept`` (one real ``smoke`` sweep the read-only tests share).
+browser's binary) and ``swept`` (one ``smoke`` sweep the read-only tests share).
 """
 
 from __future__ import annotations
@@ -70,11 +70,25 @@ SLOW_MODULES = frozenset(
         "reports/test_diff_sweep.py",
         "test_readme_commands.py",
         "test_hygiene.py",
+        "nas/test_coordcheck_cmd.py",
     )
 )
 # A test that asks for one of these starts a database, a server, a sweep or a browser: slow,
 # wherever it lives.
 SLOW_FIXTURES = frozenset({"postgres_db", "pg_server", "swept", "chromium"})
+# Single tests that run ``nas`` in a subprocess (an interpreter start and a training run each),
+# a benchmark against its time budget, or torch.compile, in modules whose other tests are quick.
+SLOW_TESTS = frozenset(
+    {
+        "test_benchmark_budget.py::test_variant_cost_skips_the_depths_past_its_budget_and_says_so",
+        "test_benchmark_budget.py::test_decode_runs_one_round_past_its_budget_and_standard_is_its_own_unit",
+        "test_benchmark_budget.py::test_memory_plans_gpu_table_skips_groups_past_its_budget_and_says_so",
+        "nas/test_cli.py::test_train_end_to_end",
+        "nas/test_identity.py::test_train_set_of_an_unread_field_exits_2_with_one_line",
+        "nas/test_sweep_coordcheck.py::test_a_completep_sweep_records_its_checks_and_the_report_shows_them",
+        "trainers/test_module.py::test_compiled_training_matches_eager_and_keeps_the_diagnostics",
+    }
+)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -110,11 +124,12 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark every test of ``SLOW_MODULES``, and every test using a ``SLOW_FIXTURES`` fixture,
-    slow."""
+    """Mark every test of ``SLOW_MODULES``, every test using a ``SLOW_FIXTURES`` fixture, and
+    the ``SLOW_TESTS``, slow."""
     for item in items:
         fixtures = set(getattr(item, "fixturenames", ()))
-        if item.path in SLOW_MODULES or fixtures & SLOW_FIXTURES:
+        name = f"{item.path.relative_to(TESTS).as_posix()}::{getattr(item, 'originalname', '')}"
+        if item.path in SLOW_MODULES or fixtures & SLOW_FIXTURES or name in SLOW_TESTS:
             item.add_marker(pytest.mark.slow)
 
 

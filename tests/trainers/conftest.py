@@ -37,7 +37,16 @@ def tiny(**overrides: object) -> ModelConfig:
     return dataclasses.replace(base, **overrides)
 
 
-@pytest.fixture(params=WIRINGS, ids=["-".join(w) for w in WIRINGS])
+def _quick(w: tuple[str, str, str, str]) -> bool:
+    """One cell per (residual, placement), RMSNorm plain, in ``make test-fast``; the others (the
+    norms and scalings ``covering`` adds) run with ``make test``."""
+    return w[2:] == ("rmsnorm", "none")
+
+
+@pytest.fixture(
+    params=[pytest.param(w, marks=() if _quick(w) else pytest.mark.slow) for w in WIRINGS],
+    ids=["-".join(w) for w in WIRINGS],
+)
 def wiring(request: pytest.FixtureRequest) -> dict[str, str]:
     residual, placement, norm, scaling = request.param
     return {"residual": residual, "placement": placement, "norm": norm, "norm_scaling": scaling}
