@@ -128,7 +128,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     the ``SLOW_TESTS``, slow."""
     for item in items:
         fixtures = set(getattr(item, "fixturenames", ()))
-        name = f"{item.path.relative_to(TESTS).as_posix()}::{getattr(item, 'originalname', '')}"
+        where = item.path.relative_to(TESTS) if item.path.is_relative_to(TESTS) else item.path
+        name = f"{where.as_posix()}::{getattr(item, 'originalname', '')}"
         if item.path in SLOW_MODULES or fixtures & SLOW_FIXTURES or name in SLOW_TESTS:
             item.add_marker(pytest.mark.slow)
 
