@@ -11,6 +11,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from benchmarks.fused_block import perturb
 from tests.trainers.attnres_cases import SWITCHES
 from tests.trainers.conftest import tiny
 from trainers.config import ModelConfig
@@ -51,12 +52,7 @@ def _perturbed(cfg: ModelConfig) -> DeepTransformer:
     """A float64 model away from its init: random queries (and gains), every other weight moved."""
     torch.manual_seed(1)
     model = DeepTransformer(cfg).double()
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if name.startswith("stream.sites."):
-                p.copy_(torch.randn_like(p))
-            else:
-                p.add_(torch.randn_like(p) * 0.1)
+    perturb(model)
     return model
 
 
