@@ -109,8 +109,11 @@ def test_no_step_trained_gives_no_rate() -> None:
 
 def test_cpu_peak_is_what_the_fit_added() -> None:
     """On a CPU the meter reports the rise of the resident set over the fit, not the process's
-    footprint: a fit that touches a 64 MB buffer reads at least 64 MB, and one that allocates
-    nothing reads far less, whatever the process held before (a reused worker's history)."""
+    footprint: a fit that touches a 64 MB buffer reads about 64 MB, and one that allocates
+    nothing reads far less, whatever the process held before (a reused worker's history).
+    "About": the rise is the buffer less whatever the process handed back meanwhile (glibc
+    trimming freed heap, another thread's pages); a CI run read 63.94 of 64, so the bound
+    allows 4 MB of that, still far above the idle fit's bound of 16."""
     held = torch.ones(128 * 2**20 // 4)  # the process's earlier footprint, kept
     meter = CostMeter("cpu", "32-true")
     meter.start()
@@ -119,7 +122,7 @@ def test_cpu_peak_is_what_the_fit_added() -> None:
     del buffer
     meter.start()
     idle = meter.finish(achieved_flops=1.0).peak_mem_mb
-    assert busy >= 64 > 16 > idle >= 0
+    assert busy >= 60 > 16 > idle >= 0
     del held
 
 
