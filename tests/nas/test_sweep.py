@@ -253,15 +253,21 @@ params: {model.n_layers: [1, 2, 3]}
 """
 
 
-def test_terminated_sweep_resumes_from_checkpoints_without_duplicates(tmp_path: Path) -> None:
-    """SIGTERM (a cluster scheduler's preemption; handled as Ctrl-C) after the first trials
+def test_an_interrupted_sweep_resumes_after_sigterm_then_sigkill_without_duplicates(
+    tmp_path: Path,
+) -> None:
+    """One sweep interrupted twice, then finished by the same command.
+
+    SIGTERM (a cluster scheduler's preemption; handled as Ctrl-C) after the first trials
     finish: the interrupted trial's run is marked killed, nothing is left RUNNING, the sweep
-    exits 143; the same command then finishes only the interrupted trial, from its last
-    checkpoint, and the record holds exactly one run per trial, all finished."""
+    exits 143. The same command resumes only that trial, from its last checkpoint, and its
+    driver is SIGKILLed (no chance to clean up) once the trial has reported past it. The same
+    command again finishes the sweep: exactly one finished run per trial, every validation
+    step logged once (the resumed trial's not from scratch), one checkpoint per trial. (What
+    Tune re-runs after SIGKILL depends on when it last saved its state; the record's integrity
+    must not.)"""
     space = tmp_path / "space.yaml"
     space.write_text(INTERRUPTIBLE)
-    # the session's shared cluster: a terminated driver ends its own job's trials, not Ray
-    env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true", **shared_env()}
     cmd = [
         sys.executable,
         "-m",
@@ -275,20 +281,15 @@ def test_terminated_sweep_resumes_from_checkpoints_without_duplicates(tmp_path: 
         "--storage-path",
         str(tmp_path / "ray"),
     ]
-    log = (tmp_path / "first.txt").open("w")
-    proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=log, stderr=subprocess.DEVNULL, env=env)
+    # the session's shared cluster: a terminated driver ends its own job's trials, not Ray
+    shared = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true", **shared_env()}
     deadline = time.monotonic() + 300
-    while (tmp_path / "first.txt").read_text().count("] finished ") < 2:
-        assert proc.poll() is None and time.monotonic() < deadline, "sweep ended too early"
-        time.sleep(0.5)
-    while "n_layers=3 seed 0" not in (tmp_path / "first.txt").read_text():
-        assert time.monotonic() < deadline, "the third trial never reported"
-        time.sleep(0.5)
+    proc = _start(cmd, tmp_path / "first.txt", shared)
+    _wait_for(proc, tmp_path / "first.txt", deadline, "] finished ", count=2)
+    _wait_for(proc, tmp_path / "first.txt", deadline, "n_layers=3 seed 0")
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=120) == 143
-    first = (tmp_path / "first.txt").read_text()
-    assert "sweep cut: 2 finished, 1 killed" in first
-
+    assert "sweep cut: 2 finished, 1 killed" in (tmp_path / "first.txt").read_text()
     runs, client = sweeps.runs(tmp_path, "cut")
     assert not [r for r in runs if r.info.status == "RUNNING"]
     third = next(r for r in runs if r.data.tags.get("nas.arm", "").endswith("n_layers=3"))
@@ -296,74 +297,55 @@ def test_terminated_sweep_resumes_from_checkpoints_without_duplicates(tmp_path: 
     steps_before = [m.step for m in client.get_metric_history(third.info.run_id, "val/loss")]
     assert steps_before and max(steps_before) < 149
 
-    again = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=600, env=env)
+    # a local Ray of its own, whose orphans a killed driver leaves and the test must end
+    ray_tmp = Path(tempfile.mkdtemp(prefix="nas-kill-", dir="/tmp"))  # names its processes
+    own = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true", "RAY_TMPDIR": str(ray_tmp)}
+    try:
+        proc = _start(cmd, tmp_path / "second.txt", own)
+        _wait_for(proc, tmp_path / "second.txt", deadline + 300, "n_layers=3 seed 0  step ")
+        proc.kill()
+        proc.wait(timeout=60)
+    finally:
+        _kill_processes_naming(str(ray_tmp))  # the killed driver's local Ray, orphaned
+        shutil.rmtree(ray_tmp, ignore_errors=True)
+    assert "] finished " not in (tmp_path / "second.txt").read_text()  # only the third ran
+
+    again = subprocess.run(
+        cmd, cwd=tmp_path, capture_output=True, text=True, timeout=600, env=shared
+    )
     assert again.returncode == 0, again.stderr[-3000:]
     assert "sweep cut: 3 finished, 0 skipped" in again.stdout
     assert again.stdout.count("] finished ") == 1  # only the interrupted trial ran again
     assert "[##############################] 3/3 trials" in again.stdout, again.stdout
     runs, client = sweeps.runs(tmp_path, "cut")
     trials = [r for r in runs if r.data.tags.get("nas.role") == "trial"]
-    assert len(trials) == 3 and all(r.info.status == "FINISHED" for r in trials)
-    steps_after = [m.step for m in client.get_metric_history(third.info.run_id, "val/loss")]
-    assert max(steps_after) == 149
-    # resumed from its checkpoint, not from scratch, and no step recorded twice
-    assert sorted(steps_after) == sorted(set(steps_after)) == [24, 49, 74, 99, 124, 149]
-    train_steps = [m.step for m in client.get_metric_history(third.info.run_id, "train/loss")]
-    assert len(train_steps) == len(set(train_steps))
-
-
-def test_killed_driver_resumes_without_losing_or_duplicating_runs(tmp_path: Path) -> None:
-    """SIGKILL of the driver (no chance to clean up) while the last trial trains: the same
-    command finishes the sweep, and the record holds one finished run per trial with no step
-    logged twice. (What Tune re-runs depends on when it last saved its state; the record's
-    integrity must not.)"""
-    space = tmp_path / "space.yaml"
-    space.write_text(INTERRUPTIBLE)
-    ray_tmp = Path(tempfile.mkdtemp(prefix="nas-kill-", dir="/tmp"))  # names our Ray processes
-    env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true", "RAY_TMPDIR": str(ray_tmp)}
-    cmd = [
-        sys.executable,
-        "-m",
-        "nas.cli",
-        "sweep",
-        str(space),
-        "--name",
-        "killed",
-        "--tracking-uri",
-        f"sqlite:///{tmp_path / 'mlflow.db'}",
-        "--storage-path",
-        str(tmp_path / "ray"),
-    ]
-    try:
-        log = (tmp_path / "first.txt").open("w")
-        proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=log, stderr=subprocess.DEVNULL, env=env)
-        deadline = time.monotonic() + 300
-        while "n_layers=3 seed 0  step 50 " not in (tmp_path / "first.txt").read_text():
-            assert proc.poll() is None and time.monotonic() < deadline, "sweep ended too early"
-            time.sleep(0.2)
-        proc.kill()
-        proc.wait(timeout=60)
-        _kill_processes_naming(str(ray_tmp))  # the killed driver's local Ray, orphaned
-
-        again = subprocess.run(
-            cmd, cwd=tmp_path, capture_output=True, text=True, timeout=600, env=env
-        )
-        assert again.returncode == 0, again.stderr[-3000:]
-        assert "sweep killed: 3 finished, 0 skipped" in again.stdout
-    finally:
-        _kill_processes_naming(str(ray_tmp))
-        shutil.rmtree(ray_tmp, ignore_errors=True)
-    runs, client = sweeps.runs(tmp_path, "killed")
-    trials = [r for r in runs if r.data.tags.get("nas.role") == "trial"]
     parents = [r for r in runs if r.data.tags.get("nas.role") == "sweep"]
     assert len(parents) == 1 and parents[0].info.status == "FINISHED"
     assert len(trials) == 3 and all(r.info.status == "FINISHED" for r in trials)
-    for r in trials:
+    for r in trials:  # resumed from checkpoints, not from scratch, and no step logged twice
         steps = [m.step for m in client.get_metric_history(r.info.run_id, "val/loss")]
-        assert sorted(steps) == [24, 49, 74, 99, 124, 149]
+        assert steps and sorted(steps) == [24, 49, 74, 99, 124, 149]
+    train_steps = [m.step for m in client.get_metric_history(third.info.run_id, "train/loss")]
+    assert len(train_steps) == len(set(train_steps))
     # the settled sweep kept one checkpoint per trial: the newest of its key
-    marks = list((tmp_path / "ray" / "killed").glob("tune-*/*/checkpoint_*/nas-checkpoint.json"))
+    marks = list((tmp_path / "ray" / "cut").glob("tune-*/*/checkpoint_*/nas-checkpoint.json"))
     assert len(marks) == len({json.loads(m.read_text())["key"] for m in marks}) == 3
+
+
+def _start(cmd: list[str], log: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
+    """The sweep in the background, its output in ``log``."""
+    out = log.open("w")
+    return subprocess.Popen(cmd, cwd=log.parent, stdout=out, stderr=subprocess.DEVNULL, env=env)
+
+
+def _wait_for(
+    proc: subprocess.Popen[bytes], log: Path, deadline: float, text: str, count: int = 1
+) -> None:
+    """Until ``log`` holds ``text`` ``count`` times; the sweep must not end first."""
+    while log.read_text().count(text) < count:
+        assert proc.poll() is None, f"the sweep ended before printing {text!r}"
+        assert time.monotonic() < deadline, f"no {text!r} in time"
+        time.sleep(0.2)
 
 
 def _kill_processes_naming(text: str) -> None:
