@@ -41,6 +41,14 @@ def _unavailable(reason: str) -> None:
 
 @pytest.fixture
 def postgres_db() -> Iterator[Database]:
+    with database() as db:
+        yield db
+
+
+@contextlib.contextmanager
+def database() -> Iterator[Database]:
+    """A database and role of their own, dropped on leaving (``postgres_db``'s, for a fixture
+    of a wider scope)."""
     try:
         admin = _admin()
     except psycopg.Error as err:

@@ -82,7 +82,14 @@ class TrackingServer:
 
 @pytest.fixture
 def pg_server(postgres_db: Database, tmp_path: Path) -> Iterator[TrackingServer]:
-    server = TrackingServer(postgres_db.url, tmp_path / "artifacts", tmp_path / "mlflow-server.log")
+    with serving(postgres_db, tmp_path) as server:
+        yield server
+
+
+@contextlib.contextmanager
+def serving(db: Database, folder: Path) -> Iterator[TrackingServer]:
+    """A server on ``db``, its artifacts and log in ``folder``, killed on leaving."""
+    server = TrackingServer(db.url, folder / "artifacts", folder / "mlflow-server.log")
     server.start()
     try:
         yield server

@@ -10,22 +10,43 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from nas.outbox import JOURNAL_FOLDER, OUTAGE_ENV
 from record.schema import RUN_STATUS, Metric, Status, Tag
+from tests.postgres import database
 from tests.ray_cluster import shared_env
-from tests.tracking_server import TrackingServer
+from tests.tracking_server import TrackingServer, serving
 
 # (max_steps, val_every). Long enough that both trials of the two-driver test are still training
 # when the server goes, whatever the skew between their starts (a step is 10-100 ms here); the
 # one-driver test needs only a checkpoint before the kill.
-TWO_DRIVERS, ONE_DRIVER = (1600, 400), (400, 100)
+TWO_DRIVERS, ONE_DRIVER = (800, 200), (200, 50)
 # The outage; CI runs 10 s: three times beta's tolerance, and room for alpha's steps during it
 # on a loaded machine (it needs 10 of them; it logs one every 10-100 ms). ``NAS_TEST_OUTAGE_S=150`` measures a longer one by hand (the figure
 # in the README); the tolerance of ``alpha`` (300 s by default) must exceed it.
 OUTAGE_S = float(os.environ.get("NAS_TEST_OUTAGE_S", "10"))
+
+
+@pytest.fixture(scope="module")
+def module_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TrackingServer]:
+    """One server on one database for the module: its start (MLflow's schema made on a new
+    database) takes about 10 s, and each test's experiments have names of their own."""
+    with database() as db, serving(db, tmp_path_factory.mktemp("server")) as server:
+        yield server
+
+
+@pytest.fixture
+def pg_server(module_server: TrackingServer) -> TrackingServer:
+    """The module's server, running: a test kills it and starts it again, and one that failed
+    while it was down must not fail the next."""
+    if module_server.proc is None:
+        module_server.start()
+    return module_server
 
 
 def _space(max_steps: int, val_every: int) -> str:
