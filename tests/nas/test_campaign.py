@@ -1,21 +1,20 @@
 """A research campaign: a sweep extended by seeds and by arms (its decisions on a real MLflow
 SQLite store without Ray: ``tests.nas.sweeps.play``); a real divergence and a trial time-out
-(the command with real Lightning trials in this process: ``tests.nas.sweeps.run_here``);
-and against every real part (Ray, MLflow, Lightning trials) a search continued from its Optuna
-study in PostgreSQL. (A changed plan refused and --restart are in tests/nas/test_campaign_refusals.py;
+(the command with real Lightning trials in this process: ``tests.nas.sweeps.run_here``).
+(A search continued from its Optuna study in PostgreSQL, against every real part, is in
+tests/nas/test_postgres.py; a changed plan refused and --restart are in tests/nas/test_campaign_refusals.py;
 a time budget, in the real grid sweep of tests/nas/test_sweep.py; a trial's worker lost
 mid-trial in tests/nas/test_cluster.py: a whole node of it.) Each test counts runs, statuses
 and metric steps in the store."""
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
 
 from record.schema import PLANS_FOLDER, Metric, Report, Tag
-from tests.nas.spaces import ONE_ARM, TINY_SEARCH, TWO_ARMS
+from tests.nas.spaces import ONE_ARM, TWO_ARMS
 from tests.nas.sweeps import (
     check_record,
     check_tags,
@@ -24,10 +23,8 @@ from tests.nas.sweeps import (
     play,
     run_here,
     store_uri,
-    sweep,
     trials,
 )
-from tests.postgres import Database
 
 
 def test_extend_by_seeds_and_arms_plans_only_the_new_cells(
@@ -158,47 +155,3 @@ def test_trial_timeout_ends_each_trial_timed_out(
     capsys.readouterr()
     assert main(command(tmp_path, *args)) == 0
     assert "nothing to run" in capsys.readouterr().out and not ray.is_initialized()
-
-
-def test_more_trials_continue_the_same_search(tmp_path: Path, postgres_db: Database) -> None:
-    """A TPE search with ASHA over a YAML space, its study kept in a PostgreSQL database
-    (--study-storage, with a password), runs its 3 trials, each a child run with its sampled
-    values as params, finished or stopped early by ASHA (a trial reaching the last step
-    finishes); with the storage path deleted, --trials 5 runs only the 2 new proposals, the
-    earlier 3 in the study and their runs untouched: the record and the stored study hold the
-    same 5 distinct trials. The password is in no file under the folder (Tune pickles the
-    searcher)."""
-    space = tmp_path / "search.yaml"
-    space.write_text(TINY_SEARCH)
-    study = ("--study-storage", postgres_db.url)
-    first = sweep(tmp_path, str(space), "--name", "more", *study)
-    assert first.returncode == 0, first.stderr[-3000:]
-    _, before, client = trials(tmp_path, "more")
-    assert len(before) == 3
-    assert all(3e-4 <= float(r.data.params["train.lr"]) <= 1e-2 for r in before)
-    for run in before:
-        status = run.data.tags[Tag.STATUS]
-        assert status in ("finished", "stopped_early") and not run.data.tags.get(Tag.REASON)
-        if status == "finished":
-            assert run.data.metrics[Metric.FINAL_STEPS] == 20
-    shutil.rmtree(tmp_path / "ray")
-    more = sweep(tmp_path, str(space), "--name", "more", "--trials", "5", *study)
-    assert more.returncode == 0, more.stderr[-3000:]
-    assert "3 settled earlier" in more.stdout
-    _, after, client = trials(tmp_path, "more")
-    assert len(after) == 5 and {r.info.run_id for r in before} < {r.info.run_id for r in after}
-    check_record(after, client)
-    for run in before:
-        again = next(r for r in after if r.info.run_id == run.info.run_id)
-        assert again.data.metrics == run.data.metrics
-    assert len({r.data.params["train.lr"] for r in after}) == 5
-    import optuna
-
-    stored = optuna.load_study(study_name="more", storage=study[1])
-    assert [t.state.name for t in stored.trials] == ["COMPLETE"] * 5
-    assert {t.params["train.lr"] for t in stored.trials} == {
-        float(r.data.params["train.lr"]) for r in after
-    }
-    secret = postgres_db.password.encode()
-    assert not [f for f in tmp_path.rglob("*") if f.is_file() and secret in f.read_bytes()]
-    assert postgres_db.password not in more.stdout + more.stderr

@@ -1,17 +1,21 @@
-"""MLflow on a real PostgreSQL, written to directly by the driver and every trial, and no
-password leaked anywhere the harness writes or prints, nor in any process's command line."""
+"""MLflow and an Optuna study on a real PostgreSQL, written to directly by the driver and every
+trial, and no password leaked anywhere the harness writes or prints, nor in any process's
+command line."""
 
 from __future__ import annotations
 
 import contextlib
+import shutil
 from pathlib import Path
+from typing import Any
 
 import psycopg
 
-from record.schema import Tag
+from record.schema import Metric, Tag
 from tests.cli import run_nas
 from tests.nas import sweeps
-from tests.postgres import Database
+from tests.nas.spaces import TINY_SEARCH
+from tests.postgres import Database, database
 from tests.proc import SecretWatch
 from tests.ray_cluster import shared_root
 
@@ -39,48 +43,94 @@ def _files_holding(folder: Path, secret: bytes) -> list[Path]:
     return found
 
 
-def test_a_sweep_and_its_report_on_postgresql_never_record_the_password(
+def test_a_search_on_postgresql_continued_and_reported_never_records_a_password(
     tmp_path: Path, postgres_db: Database
 ) -> None:
-    """``--tracking-uri postgresql://role:password@…``: the smoke sweep records one finished run
-    per cell in PostgreSQL and the report reads it back; the password appears in no row of the
-    store, no artifact, no file under the storage path or the report, and no output; the
-    recorded command shows it as ***. While both run, no process but the typed ``nas`` command
-    has the password in its command line (Ray's workers, the trials among them, included), and
-    the logs of the Ray cluster the sweep ran on never hold it."""
+    """A TPE search with ASHA over a YAML space, recorded in one PostgreSQL database
+    (``--tracking-uri postgresql://role:password@…``) with its Optuna study in another
+    (``--study-storage``, also with a password); then ``--trials 5`` with the storage path
+    deleted; then its report. One search for both stores: each sweep costs a Ray job here.
+
+    The search: 3 trials, each a child run with its sampled values as params, finished or
+    stopped early by ASHA (a trial reaching the last step finishes); the continuation runs only
+    the 2 new proposals, the earlier 3 in the study and their runs untouched: the record and
+    the stored study hold the same 5 distinct trials, and the report reads them back.
+
+    The passwords: neither is in any file under the folder (the storage path, where Tune
+    pickles the searcher; the downloaded artifacts; the report) or any output; the tracking
+    store's is in no row of the store, the recorded command shows it as ***, no process but
+    the typed ``nas`` command has it in its command line while the sweep and the report run
+    (Ray's workers, the trials among them, included), and the logs of the Ray cluster the
+    sweep ran on never hold it."""
+    import optuna
+    from mlflow.tracking import MlflowClient
+
     uri, secret = postgres_db.url, postgres_db.password
-    with SecretWatch(secret) as sweep_watch:
-        sweep = run_nas(tmp_path, "sweep", "smoke", "--tracking-uri", uri,
-                        "--storage-path", str(tmp_path / "ray"))  # fmt: skip
-    assert sweep.returncode == 0, sweep.stderr[-3000:]
+    space = tmp_path / "search.yaml"
+    space.write_text(TINY_SEARCH)
+    with database() as study_db:
+        stores = ("--name", "more", "--tracking-uri", uri, "--study-storage", study_db.url)
+        with SecretWatch(secret) as sweep_watch:
+            first = sweeps.sweep(tmp_path, str(space), *stores)
+        assert first.returncode == 0, first.stderr[-3000:]
+        client = MlflowClient(tracking_uri=uri)
+        before = _trials(client)
+        assert len(before) == 3
+        assert all(3e-4 <= float(r.data.params["train.lr"]) <= 1e-2 for r in before)
+        for run in before:
+            status = run.data.tags[Tag.STATUS]
+            assert status in ("finished", "stopped_early") and not run.data.tags.get(Tag.REASON)
+            if status == "finished":
+                assert run.data.metrics[Metric.FINAL_STEPS] == 20
+
+        shutil.rmtree(tmp_path / "ray")
+        more = sweeps.sweep(tmp_path, str(space), "--trials", "5", *stores)
+        assert more.returncode == 0, more.stderr[-3000:]
+        assert "3 settled earlier" in more.stdout
+        after = _trials(client)
+        assert len(after) == 5
+        assert {r.info.run_id for r in before} < {r.info.run_id for r in after}
+        sweeps.check_record(after, client)
+        for run in before:
+            again = next(r for r in after if r.info.run_id == run.info.run_id)
+            assert again.data.metrics == run.data.metrics
+        assert len({r.data.params["train.lr"] for r in after}) == 5
+        stored = optuna.load_study(study_name="more", storage=study_db.url)
+        assert [t.state.name for t in stored.trials] == ["COMPLETE"] * 5
+        assert {t.params["train.lr"] for t in stored.trials} == {
+            float(r.data.params["train.lr"]) for r in after
+        }
+        study_secret = study_db.password
+
     with SecretWatch(secret) as report_watch:
-        report = run_nas(tmp_path, "report", "smoke", "--tracking-uri", uri)
+        report = run_nas(tmp_path, "report", "more", "--tracking-uri", uri)
     assert report.returncode == 0, report.stderr[-3000:]
+    assert "**best trials**" in (tmp_path / "nas-reports" / "more" / "report.md").read_text()
     assert sweep_watch.polls > 10 and report_watch.polls > 0
-    assert sweep_watch.besides(sweep.args) == [] and report_watch.besides(report.args) == []
+    assert sweep_watch.besides(first.args) == [] and report_watch.besides(report.args) == []
     ray_logs = shared_root()
     assert ray_logs is not None and not _files_holding(ray_logs, secret.encode())
 
-    from mlflow.tracking import MlflowClient
-
-    client = MlflowClient(tracking_uri=uri)
-    exp = client.get_experiment_by_name("smoke")
-    assert exp is not None
-    runs = client.search_runs([exp.experiment_id])
-    trials = [r for r in runs if r.data.tags.get(Tag.ROLE) == "trial"]
+    runs = client.search_runs([client.get_experiment_by_name("more").experiment_id])
     parent = next(r for r in runs if r.data.tags.get(Tag.ROLE) == "sweep")
-    assert len(trials) == 2 and all(r.data.tags[Tag.STATUS] == "finished" for r in trials)
-    sweeps.check_record(trials, client)
     assert ":***@" in parent.data.tags[Tag.COMMAND]
-
     assert secret not in _store_text(uri)
     artifacts = tmp_path / "artifacts"
     for run in runs:
         client.download_artifacts(run.info.run_id, "", str(artifacts / run.info.run_id))
     assert list(artifacts.rglob("*.json")), "the profiles and plans were downloaded"
-    assert not _files_holding(tmp_path, secret.encode())
-    for text in (sweep.stdout, sweep.stderr, report.stdout, report.stderr):
-        assert secret not in text
+    for password in (secret, study_secret):
+        assert not _files_holding(tmp_path, password.encode())
+        for run_output in (first, more, report):
+            assert password not in run_output.stdout + run_output.stderr
+
+
+def _trials(client: Any) -> list[Any]:
+    """The trial runs of the sweep ``more``."""
+    exp = client.get_experiment_by_name("more")
+    assert exp is not None
+    runs = client.search_runs([exp.experiment_id], max_results=100)
+    return [r for r in runs if r.data.tags.get(Tag.ROLE) == "trial"]
 
 
 def test_an_unreachable_database_is_one_line_with_the_password_redacted(tmp_path: Path) -> None:
