@@ -16,11 +16,10 @@ STAMP  := $(VENV)/.installed
 .PHONY: setup demo test test-fast test-slow lint format bench bench-scale results browser clean
 
 # pytest-xdist processes for the suite; each module's tests stay on one (--dist loadfile), so a
-# module's fixtures are made once, handed out in tests/conftest.py's order (heaviest first), not
-# xdist's (most tests first), which left the longest modules for last.
+# module's fixtures are made once.
 # Two on the project's 2-core machines, where the sweeps' waits leave a core idle otherwise.
 PYTEST_WORKERS ?= 2
-PYTEST := $(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder
+PYTEST := $(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile
 
 setup: $(STAMP)
 

@@ -21,8 +21,6 @@ import os
 import secrets
 import shutil
 import signal
-from collections import Counter
-from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -125,58 +123,15 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     stop([p for p in pids_naming(SESSION_MARK) if not _resource_tracker(p)])
 
 
-# The order in which pytest-xdist hands modules to its workers (``--dist loadfile
-# --no-loadscope-reorder``): a module goes to one worker whole, so one long module handed out
-# last leaves the other worker idle while it runs. xdist's own order (most tests first) handed
-# out the two-test modules of real sweeps last: the suite's final 4 minutes on one core. These
-# are the modules of 20 s or more in a CI run (``--durations=0`` summed per module on 2 cores,
-# 2026-12-04), heaviest first; every other module follows, most tests first.
-HEAVIEST_FIRST = tuple(
-    TESTS / name
-    for name in (
-        "nas/test_tracking_faults.py",
-        "nas/test_sweep.py",
-        "nas/test_data_parallel.py",
-        "test_readme_commands.py",
-        "trainers/test_module.py",
-        "nas/test_fsdp.py",
-        "nas/test_campaign.py",
-        "reports/test_report.py",
-        "nas/test_postgres.py",
-        "nas/test_cluster.py",
-        "nas/test_gpu_scheduling.py",
-        "trainers/test_model_contract.py",
-        "nas/test_ui.py",
-        "nas/test_ui_browser.py",
-        "trainers/test_coordcheck.py",
-        "test_benchmark_budget.py",
-        "nas/test_cli.py",
-        "nas/test_store_concurrency.py",
-        "trainers/test_routing_alarm.py",
-        "test_hygiene.py",
-        "trainers/test_identity.py",
-        "reports/test_diff_sweep.py",
-    )
-)
-
-
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark every test of ``SLOW_MODULES``, every test using a ``SLOW_FIXTURES`` fixture, and
-    the ``SLOW_TESTS``, slow; then order the modules as ``HEAVIEST_FIRST`` says."""
+    the ``SLOW_TESTS``, slow."""
     for item in items:
         fixtures = set(getattr(item, "fixturenames", ()))
         where = item.path.relative_to(TESTS) if item.path.is_relative_to(TESTS) else item.path
         name = f"{where.as_posix()}::{getattr(item, 'originalname', '')}"
         if item.path in SLOW_MODULES or fixtures & SLOW_FIXTURES or name in SLOW_TESTS:
             item.add_marker(pytest.mark.slow)
-    items[:] = sorted(items, key=_module_rank(items))  # stable: a module's own order is kept
-
-
-def _module_rank(items: list[pytest.Item]) -> Callable[[pytest.Item], tuple[int, int]]:
-    """A module's place: its place in ``HEAVIEST_FIRST``, else after them by test count."""
-    place = {path: i for i, path in enumerate(HEAVIEST_FIRST)}
-    count = Counter(item.path for item in items)
-    return lambda item: (place.get(item.path, len(place)), -count[item.path])
 
 
 def _resource_tracker(pid: int) -> bool:
