@@ -52,12 +52,22 @@ def sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
+def existing_path(model: DeepTransformer) -> DeepTransformer:
+    """``model`` with Block AttnRes kept on the existing path where flash-attn-res would take it
+    (CUDA, bf16): these benchmarks measure the wirings as the CPU figures do, and the package's
+    Triton autotuning costs over 100 s per new shape in a process (measured on an H200, 2026-12-04),
+    more than a stage's budget. ``benchmarks.fused_block`` measures the fused path."""
+    if hasattr(model.stream, "fused"):
+        model.stream.fused = False
+    return model
+
+
 def train_step(cfg: ModelConfig, batch: int, device: str) -> Step:
     """One training step as a closure; on CUDA in bf16 autocast, ending in a synchronize so that
-    ``time_once`` reads the clock after the work."""
+    ``time_once`` reads the clock after the work. Block AttnRes on the existing path."""
     if device == "cpu":
         return step_fn(cfg, batch)[1]  # type: ignore[return-value]
-    model = DeepTransformer(cfg).to(device)
+    model = existing_path(DeepTransformer(cfg).to(device))
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     idx = torch.randint(0, cfg.vocab_size, (batch, cfg.seq_len), device=device)
 
@@ -73,8 +83,9 @@ def train_step(cfg: ModelConfig, batch: int, device: str) -> Step:
 
 
 def forward_step(cfg: ModelConfig, batch: int, device: str) -> Step:
-    """One forward pass (prefill) under ``inference_mode``; bf16 autocast on CUDA."""
-    model = DeepTransformer(cfg).to(device).eval()
+    """One forward pass (prefill) under ``inference_mode``; bf16 autocast on CUDA; Block AttnRes
+    on the existing path."""
+    model = existing_path(DeepTransformer(cfg).to(device).eval())
     idx = torch.randint(0, cfg.vocab_size, (batch, cfg.seq_len), device=device)
     cuda = device.startswith("cuda")
 

@@ -39,6 +39,7 @@ from benchmarks.common import (
     cli,
     config,
     cpu_peak_bytes,
+    existing_path,
     free,
     interleaved,
     machine,
@@ -121,7 +122,7 @@ def measure(s: dict[str, Any], device: str, deadline: Deadline | None = None) ->
     static: dict[str, dict[str, Any]] = {}
     gen = torch.Generator().manual_seed(0)
     for arm in ARMS:
-        model = DeepTransformer(config(arm, **s["dims"])).to(device).eval()
+        model = existing_path(DeepTransformer(config(arm, **s["dims"])).to(device).eval())
         cfg = model.cfg
         elem = 2 if device.startswith("cuda") else 4  # bf16 autocast on a GPU
         static[arm] = {
