@@ -20,6 +20,7 @@ from reports.load import load_sweep
 from reports.merge import merge_sweeps, separating_keys
 from reports.render_md import render_markdown
 from reports.sections.results import COLUMNS
+from tests.cli import nas_here
 from tests.cli import run_nas as _nas
 from tests.reports.browser import artifact_dir, check_page
 
@@ -148,27 +149,14 @@ def test_real_sweep_reads_as_finished_trials(swept: tuple[Path, str]) -> None:
     ],
 )
 def test_bad_report_input_exits_2_with_one_line(
-    swept: tuple[Path, str],
-    tmp_path: Path,
-    args: list[str],
-    match: str,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
+    swept: tuple[Path, str], tmp_path: Path, args: list[str], match: str
 ) -> None:
-    """In this process (``nas.cli.main``, what ``nas`` runs; the store missing altogether is
-    refused by the command in a subprocess, below)."""
-    from nas.cli import main
-
+    """In this process (``tests.cli.nas_here``: ``nas.cli.main``, what ``nas`` runs; the store
+    missing altogether is refused by the command in a subprocess, below)."""
     (tmp_path / "a-file").write_text("not a folder")
-    monkeypatch.chdir(tmp_path)
-    capsys.readouterr()
-    try:
-        code = main([*args, "--tracking-uri", swept[1]])
-    except SystemExit as exit_:  # argparse's refusals end the process as nas does
-        code = exit_.code
-    err = capsys.readouterr().err
-    assert code == 2, err
-    assert match in err and len(err.strip().splitlines()) == 1, err
+    proc = nas_here(tmp_path, *args, "--tracking-uri", swept[1])
+    assert proc.returncode == 2, proc.stderr
+    assert match in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file"]  # nothing half-written
 
 
