@@ -52,14 +52,21 @@ def sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
+def on_path(model: DeepTransformer, fused: bool | None) -> DeepTransformer:
+    """``model`` with Block AttnRes's path pinned: True the fused kernels, False the existing
+    path, None as the dispatch rule decides (``trainers.residual.attnres.fused``). Other wirings
+    have one path and are returned as they are."""
+    if fused is not None and hasattr(model.stream, "fused"):
+        model.stream.fused = fused
+    return model
+
+
 def existing_path(model: DeepTransformer) -> DeepTransformer:
     """``model`` with Block AttnRes kept on the existing path where flash-attn-res would take it
     (CUDA, bf16): these benchmarks measure the wirings as the CPU figures do, and the package's
     Triton autotuning costs over 100 s per new shape in a process (measured on an H200, 2026-12-04),
     more than a stage's budget. ``benchmarks.fused_block`` measures the fused path."""
-    if hasattr(model.stream, "fused"):
-        model.stream.fused = False
-    return model
+    return on_path(model, fused=False)
 
 
 def train_step(cfg: ModelConfig, batch: int, device: str) -> Step:

@@ -194,7 +194,7 @@ def timing(
     """Step and decode seconds at d_model 1024, 32 layers: standard, Block AttnRes with the
     existing path, and Block AttnRes as the dispatch rule has it (fused where it applies: the
     result says what it decided)."""
-    from benchmarks.common import config, interleaved, ratio, sync
+    from benchmarks.common import config, interleaved, on_path, ratio, sync
     from trainers.measure.decode_cost import measure
     from trainers.residual.attnres.fused import available, fused_applies
 
@@ -208,9 +208,7 @@ def timing(
     )
     for name, (arm, fused) in arms.items():
         cfg = config(arm, **dims)
-        model = DeepTransformer(cfg).to(device)
-        if arm == "block_attnres":
-            model.stream.fused = fused  # type: ignore[union-attr]
+        model = on_path(DeepTransformer(cfg).to(device), fused)
         opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
         idx = torch.randint(0, cfg.vocab_size, (batch, cfg.seq_len), device=device)
 

@@ -48,6 +48,7 @@ from benchmarks.common import (
     interleaved,
     machine,
     md_table,
+    on_path,
     ratio,
     sync,
     trimmed_caption,
@@ -217,9 +218,7 @@ def device_step(
     steps; the step's own peak is the same. ``fused``: Block AttnRes's path (None: as the fused
     dispatch rule has it; False: the existing path)."""
     with torch.device(device):
-        model = DeepTransformer(cfg.model).train()
-    if fused is not None and hasattr(model.stream, "fused"):
-        model.stream.fused = fused
+        model = on_path(DeepTransformer(cfg.model).train(), fused)
     enable_checkpointing(model, cfg.train.checkpointing)
     t, cuda = cfg.train, device.startswith("cuda")
     fused = {"fused": True} if cuda else {}
