@@ -8,13 +8,16 @@ import datetime as dt
 import math
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nas import package_version
 from trainers.budget import check_one_length, resolve_budget
 from trainers.config_io import build_config, field_help, parse_overrides
 from trainers.corpus.manifest import pinned
 from trainers.identity import normalized, refusal, unread_fields
+
+if TYPE_CHECKING:
+    from trainers.training.paths import Paths
 
 
 def add_train_parser(sub: Any) -> None:
@@ -119,7 +122,14 @@ def run_train(args: argparse.Namespace) -> int:
     if out.exists() and any(out.iterdir()):
         raise ValueError(f"--out {out}: folder exists and is not empty; choose a new one")
     from trainers.data.module import load_source
+    from trainers.training.paths import compute_dtype, device_type
+    from trainers.training.paths import refusal as path_refusal
+    from trainers.training.run import resolve_precision
 
+    if why := path_refusal(
+        cfg, device_type(cfg.train), compute_dtype(resolve_precision(cfg.train))
+    ):
+        raise ValueError(why)
     source = load_source(cfg.data, cfg.model)  # every data error surfaces before any write
     _quiet_lightning()
     from trainers.training.outputs import save_run
@@ -139,6 +149,7 @@ def run_train(args: argparse.Namespace) -> int:
         print(f"{result.status.replace('_', ' ')}: {result.reason}; no final validation")
     _print_metrics(result, "" if finished else "last finite ")
     _print_cost(result)
+    _print_paths(result.paths)
     _print_dilution(result.dilution, out, "final" if finished else "last profile")
     if result.routing_alarm:  # a warning, not a failure: the run trained to its end
         print(result.routing_alarm)
@@ -164,6 +175,15 @@ def _print_cost(result: Any) -> None:
         f"{c.peak_flops / 1e12:.3g} TFLOP/s ({c.peak_flops_source}), "
         f"{c.device_hours(result.wall_s):.3g} {c.device_unit}-hours"
     )
+
+
+def _print_paths(paths: Paths | None) -> None:
+    if paths is None:
+        return
+    compiled = "compiled" if paths.compiled else "eager"
+    mixing = f"; depth mixing {paths.depth_mixing} ({paths.reason})" if paths.depth_mixing else ""
+    versions = ", ".join(f"{k} {v}" for k, v in paths.versions.items())
+    print(f"kernels: {compiled}{mixing}; {versions}")
 
 
 def _print_dilution(summaries: dict[str, float], out: Path, which: str) -> None:

@@ -8,6 +8,7 @@ everything else about the trial comes from the spec the driver built.
 
 from __future__ import annotations
 
+import json
 import math
 import tempfile
 import time
@@ -165,9 +166,23 @@ def _finish(
     # Written once the store has just answered (the outcome), never at the fit's start, where a
     # store outage would stall training: a running trial's record names Ray's GPUs only.
     run.client.set_tag(run.run_id, Tag.DEVICE, result.device)
+    for tag, value in _path_tags(result.paths).items():
+        run.client.set_tag(run.run_id, tag, value)
     host.report(
         {**_objectives(status, result, ctx), Report.STATUS: status.value, Report.KEY: spec.key}
     )
+
+
+def _path_tags(paths: Any) -> dict[str, str]:
+    """The kernels the trial ran (``trainers.training.paths.Paths``) as its tags."""
+    if paths is None:
+        return {}
+    return {
+        Tag.COMPILED: "true" if paths.compiled else "false",
+        Tag.DEPTH_PATH: paths.depth_mixing,
+        Tag.DEPTH_PATH_REASON: paths.reason,
+        Tag.KERNELS: json.dumps(paths.versions, sort_keys=True),
+    }
 
 
 def _objectives(status: Status, result: Any, ctx: SweepContext) -> dict[str, float]:

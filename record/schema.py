@@ -81,6 +81,13 @@ class Tag:
     DEVICE = "nas.device"
     RAY_GPU_IDS = "nas.ray_gpu_ids"
     CUDA_VISIBLE_DEVICES = "nas.cuda_visible_devices"
+    # What kernels a trial ran (set by nas.trial, trainers.training.paths): "true" where the
+    # model was compiled; the depth mixing's implementation (fused, buffered, stacked, plain; ""
+    # for a wiring with one) and why; the kernel packages' versions, as JSON
+    COMPILED = "nas.compiled"
+    DEPTH_PATH = "nas.depth_path"
+    DEPTH_PATH_REASON = "nas.depth_path_reason"
+    KERNELS = "nas.kernels"
     GIT_COMMIT = "nas.git_commit"
     VERSION = "nas.version"
     # parent, a tuned grid (search_spaces.lr_stage): one tag per arm, this prefix + the arm's

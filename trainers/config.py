@@ -48,6 +48,15 @@ Precision = Literal["auto", "32-true", "64-true", "bf16-mixed", "16-mixed", "bf1
 # What a training step recomputes in its backward instead of keeping from the forward
 # (trainers.model.checkpointing): nothing, or each sublayer's branch (norm, attention or MLP, norm).
 Checkpointing = Literal["none", "sublayer"]
+# Whether training runs the model through torch.compile (trainers.training.run.resolve_compile):
+# 'auto' compiles on a GPU, where the depth-mixing wirings' many small kernels cost most eagerly,
+# and not on a CPU, where a short trial does not win back the first step's compilation.
+Compile = Literal["auto", "true", "false"]
+# Which implementation mixes Block AttnRes's depth (trainers.training.paths): the fused Triton
+# kernels where the dispatch rule allows them ('auto'), always ('fused': refused where they
+# cannot run), or never ('torch'; compiled when train.compile is). The paths compute one function
+# but round differently (the kernels store bfloat16), so a campaign can pin one.
+DepthPath = Literal["auto", "fused", "torch"]
 
 # The validity matrix: the placements each residual type is defined for (each entry of
 # trainers.catalogue says why in its module and docs row).
@@ -475,16 +484,31 @@ class TrainConfig:
         "Lightning precision; 'auto' is bf16-mixed on a GPU and 32-true on a CPU.", "auto"
     )
     accelerator: str = _help("Lightning accelerator: auto, cpu, gpu, ...", "auto")
-    compile: bool = _help(
-        "torch.compile the model's forward and backward (in place: state-dict keys unchanged); "
-        "the first steps pay the compilation.",
-        False,
+    compile: Compile = _help(
+        "torch.compile the model's forward and backward (in place: state-dict keys unchanged): "
+        "'true', 'false', or 'auto' (compiled on a GPU, eager on a CPU); the first step pays "
+        "the compilation, which Inductor's on-disk cache spares later runs of the same shapes.",
+        "auto",
+    )
+    depth_path: DepthPath = _help(
+        "Which implementation mixes Block AttnRes's depth: 'auto' (flash-attn-res's fused "
+        "kernels where they compute the model: CUDA, bfloat16, the paper's switches, eager), "
+        "'fused' (those kernels, or the run is refused), 'torch' (never them; compiled when "
+        "train.compile is). Each run records the path it took.",
+        "auto",
     )
 
     def __post_init__(self) -> None:
         s = "train"
         _choices(s, "precision", self.precision, get_args(Precision))
         _choices(s, "checkpointing", self.checkpointing, get_args(Checkpointing))
+        _choices(s, "compile", self.compile, get_args(Compile))
+        _choices(s, "depth_path", self.depth_path, get_args(DepthPath))
+        if self.depth_path == "fused" and self.compile == "true":
+            raise ValueError(
+                f"{s}.depth_path=fused, {s}.compile=true: the fused kernels run eagerly; set "
+                f"{s}.compile to false or auto, or {s}.depth_path to torch or auto"
+            )
         for name in ("batch_size", "max_steps", "val_every", "val_batches", "log_every"):
             _at_least(s, name, getattr(self, name), 1)
         _at_least(s, "warmup_steps", self.warmup_steps, 0)
@@ -617,9 +641,17 @@ def flatten(cfg: RunConfig) -> dict[str, Any]:
 # How a run executes, not what it trains: two configurations that differ only here train the same
 # model on the same batches to the same parameters (up to the order of float sums), so the trial
 # key ignores them and a sweep may change them between invocations. The record keeps them. The
-# source importance is one more measurement of the trained model, after training.
+# source importance is one more measurement of the trained model, after training. Compiling and
+# the depth mixing's implementation change which kernels run (each run records the ones it
+# took: trainers.training.paths), so the record says where arms ran differently.
 EXECUTION_FIELDS: frozenset[str] = frozenset(
-    {"train.micro_batch", "train.checkpointing", "train.diagnostics_importance"}
+    {
+        "train.micro_batch",
+        "train.checkpointing",
+        "train.diagnostics_importance",
+        "train.compile",
+        "train.depth_path",
+    }
 )
 
 

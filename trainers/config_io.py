@@ -34,8 +34,20 @@ def _type_name(tp: Any) -> str:
     return getattr(tp, "__name__", str(tp))
 
 
+def _switch_word(tp: Any, value: Any) -> Any:
+    """A choice field that offers 'true' and 'false' (``train.compile``, a bool before it gained
+    'auto') takes a YAML bool and any case of the words, as its records and configs wrote it."""
+    if get_origin(tp) is not Literal or not {"true", "false"} <= set(get_args(tp)):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    lowered = value.lower() if isinstance(value, str) else value
+    return lowered if lowered in get_args(tp) else value
+
+
 def _check_value(key: str, tp: Any, value: Any) -> Any:
     """Accept a YAML-typed value for a field of type ``tp`` (ints widen to floats)."""
+    value = _switch_word(tp, value)
     ok = {
         bool: isinstance(value, bool),
         int: isinstance(value, int) and not isinstance(value, bool),
@@ -51,6 +63,8 @@ def _check_value(key: str, tp: Any, value: Any) -> Any:
 def _parse_text(key: str, tp: Any, text: str) -> Any:
     """Turn the text of a ``--set`` value into the field's type."""
     base = str if get_origin(tp) is Literal else tp
+    if base is str:
+        return _switch_word(tp, text.strip())
     try:
         if base is bool:
             lowered = text.strip().lower()

@@ -18,7 +18,9 @@ Checkpoint versions:
   sweep gave it (before such fields took their default: ``trainers.identity``), which a
   ``ModelConfig`` now refuses for some fields.
 - **2**: the manual loop's step count, the flat names (``stream.sites.queries``), every unread
-  model field at its default (``trainers.identity.normalized``'s form: the same model).
+  model field at its default (``trainers.identity.normalized``'s form: the same model). Its
+  hyperparameters hold ``train.compile`` as a bool.
+- **3**: ``train.compile`` is one of 'auto', 'true', 'false' (issue 47 added 'auto').
 
 Torch-free: the steps move entries between dicts and never touch a tensor.
 """
@@ -32,7 +34,7 @@ from typing import Any
 from trainers.config import MODEL_DEFAULTS
 from trainers.identity import unread_fields
 
-CHECKPOINT_VERSION = 2
+CHECKPOINT_VERSION = 3
 VERSION_KEY = "nas_checkpoint_version"  # a top-level entry of a Lightning checkpoint
 FIRST_VERSION = 1  # a checkpoint without VERSION_KEY
 
@@ -109,8 +111,18 @@ def _v1_to_v2(checkpoint: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _v2_to_v3(checkpoint: Mapping[str, Any]) -> dict[str, Any]:
+    """``train.compile`` as the word the bool meant: what it ran, not 'auto'."""
+    out = dict(checkpoint)
+    hparams = out.get("hyper_parameters")
+    if hparams is not None and isinstance(hparams.get(_COMPILE), bool):
+        out["hyper_parameters"] = {**hparams, _COMPILE: "true" if hparams[_COMPILE] else "false"}
+    return out
+
+
+_COMPILE = "train.compile"
 # version N -> the step from N to N + 1; one entry per version below CHECKPOINT_VERSION
-STEPS: dict[int, Callable[[Mapping[str, Any]], dict[str, Any]]] = {1: _v1_to_v2}
+STEPS: dict[int, Callable[[Mapping[str, Any]], dict[str, Any]]] = {1: _v1_to_v2, 2: _v2_to_v3}
 
 
 def upgrade_checkpoint(checkpoint: Mapping[str, Any]) -> dict[str, Any]:

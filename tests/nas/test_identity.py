@@ -28,7 +28,7 @@ from tests.nas.builtin_keys import (
     changed_keys,
     recorded_params,
 )
-from trainers.config import RunConfig, flatten
+from trainers.config import RunConfig, flatten, without_execution
 
 BLOCKS = Space(
     name="blocks",
@@ -199,7 +199,7 @@ def test_an_old_record_of_a_builtin_sweep_is_the_same_plan(name: str, tmp_path: 
     p = plan(SweepOptions(space=name, storage_path=str(tmp_path)))
     added = {s.key for s in p.specs if s.arm in ARMS_ADDED_SINCE.get(name, ())}
     assert {s.key for s in p.specs} - added == set(stored.trials)
-    assert conflicts(stored, flatten(p.base), p.specs) == ""
+    assert conflicts(stored, without_execution(flatten(p.base)), p.specs) == ""
     standard = next(s for s in p.specs if s.config.model.residual == "standard")
     assert stored.trials[standard.key].params["model.attnres_blocks"] != "8"
     assert standard.config.model.attnres_blocks == 8
@@ -211,14 +211,18 @@ def test_an_old_record_is_refused_where_it_was_refused_before(tmp_path: Path) ->
     model once more, naming its recorded trials."""
     stored = _old_record("quick")
     lr = plan(SweepOptions(space="quick", storage_path=str(tmp_path), overrides=("train.lr=0.01",)))
-    assert "train.lr: 0.003 -> 0.01" in conflicts(stored, flatten(lr.base), lr.specs)
+    assert "train.lr: 0.003 -> 0.01" in conflicts(
+        stored, without_execution(flatten(lr.base)), lr.specs
+    )
     p = plan(SweepOptions(space="quick", storage_path=str(tmp_path)))
     key = p.specs[0].key
     edited = replace(
         stored.trials[key], params={**stored.trials[key].params, "model.d_model": "32"}
     )
     changed = replace(stored, trials={**stored.trials, key: edited})
-    assert "model.d_model: 32 -> 64" in conflicts(changed, flatten(p.base), p.specs)
+    assert "model.d_model: 32 -> 64" in conflicts(
+        changed, without_execution(flatten(p.base)), p.specs
+    )
     specs = grid_specs(grid_cells(BLOCKS, RunConfig())[0])
     old = {
         key: RecordedTrial(key, key, arm, 0, Status.FINISHED, "FINISHED", "", {}, {})

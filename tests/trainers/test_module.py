@@ -162,19 +162,28 @@ def test_diagnostics_can_be_turned_off(tmp_path: Path) -> None:
 def test_compiled_training_matches_eager_and_keeps_the_diagnostics(tmp_path: Path) -> None:
     """train.compile=true: the same losses as eager (fp32 kernels may reassociate sums, so a
     relative 1e-4, far below any seed-to-seed difference), the same state-dict keys, and the
-    dilution profile still sees the depth weights (it runs the eager forward)."""
+    dilution profile still sees the depth weights (it runs the eager forward). One graph serves
+    the whole run: neither the validations (under no_grad, in eval mode) nor the profiles
+    between training steps compile the model again."""
+    import torch._dynamo
+
     run = _tiny_run(
         model={"residual": "block_attnres", "attnres_blocks": 2},
         data={"cache_dir": str(tmp_path / "cache")},
-        train={"max_steps": 6, "val_every": 6, "warmup_steps": 2},
+        train={"max_steps": 6, "val_every": 3, "warmup_steps": 2},
     )
     eager, eager_model = train(from_dict(run), tmp_path / "eager", progress=False)
-    run["train"]["compile"] = True
-    compiled, compiled_model = train(from_dict(run), tmp_path / "compiled", progress=False)
+    run["train"]["compile"] = True  # a YAML bool, as configurations wrote it before 'auto'
+    torch._dynamo.reset()  # no graph of another test's model on the forward's code
+    with torch._dynamo.config.patch(error_on_recompile=True):
+        compiled, compiled_model = train(from_dict(run), tmp_path / "compiled", progress=False)
     assert compiled.val_loss == pytest.approx(eager.val_loss, rel=1e-4)
     assert list(compiled_model.state_dict()) == list(eager_model.state_dict())
-    profile = json.loads((tmp_path / "compiled" / "dilution" / "step-000006.json").read_text())
-    assert len(profile["depth_weights"]) == 5
+    for step in (3, 6):
+        profile = json.loads(
+            (tmp_path / "compiled" / "dilution" / f"step-00000{step}.json").read_text()
+        )
+        assert len(profile["depth_weights"]) == 5
     assert compiled.dilution["dilution/depth_entropy"] == pytest.approx(
         eager.dilution["dilution/depth_entropy"], rel=1e-3
     )

@@ -109,3 +109,14 @@ def test_upgrading_twice_is_upgrading_once() -> None:
     twice = upgrade_checkpoint(once)
     assert _same(twice, once)
     assert _same(upgrade_state_dict(once["state_dict"]), once["state_dict"])
+
+
+def test_a_version_2_checkpoints_compile_switch_reads_as_the_word_it_meant() -> None:
+    """Version 2 wrote ``train.compile`` as a bool; upgraded, it is 'true' or 'false' (what
+    the run did), never 'auto', and the configuration builds from it."""
+    for value, word in ((True, "true"), (False, "false")):
+        hparams = {"train.compile": value, "train.lr": 0.001}
+        out = upgrade_checkpoint({VERSION_KEY: 2, "hyper_parameters": hparams})
+        assert out["hyper_parameters"] == {"train.compile": word, "train.lr": 0.001}
+        assert out[VERSION_KEY] == CHECKPOINT_VERSION
+        assert from_dict(nest(dict(out["hyper_parameters"]))).train.compile == word

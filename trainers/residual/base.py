@@ -37,6 +37,13 @@ class Stream(nn.Module):
     def finish(self, state: Any) -> Tensor:
         return state
 
+    def mixing_path(self, device_type: str, dtype: str, compiled: bool) -> tuple[str, str]:
+        """Which implementation mixes depth in a forward on ``device_type`` computing in
+        ``dtype`` (compiled or not), and why, in one line: ("", "") for a wiring with one
+        implementation; a depth softmax names its path ("fused", "buffered", "stacked",
+        "plain"), as a trial records it."""
+        return "", ""
+
 
 class Residual:
     """A registry entry: builds the sites and the stream of one wiring."""

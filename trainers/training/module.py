@@ -50,10 +50,17 @@ class LanguageModelModule(L.LightningModule):
         self.model = DeepTransformer(cfg.model)
         enable_checkpointing(self.model, cfg.train.checkpointing)
         self.automatic_optimization = False  # training_step accumulates and steps itself
+        self.compiled = False  # compile_model() sets it
         self.save_hyperparameters(flatten(cfg))  # dotted names, as MLflow records them
 
     def forward(self, idx: Tensor) -> Tensor:
         return self.model(idx)
+
+    def compile_model(self) -> None:
+        """``torch.compile`` the model in place (``nn.Module.compile``: checkpoints keep their
+        keys); its graph is built at the first training step."""
+        self.model.compile()
+        self.compiled = True
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         """Every checkpoint names the shape it is written in (``trainers.upgrade``)."""
@@ -97,11 +104,24 @@ class LanguageModelModule(L.LightningModule):
         optimizer.step()
         self.lr_schedulers().step()  # type: ignore[union-attr]
 
+    def on_validation_model_eval(self) -> None:
+        """Eval mode for validation, except where it changes nothing but a compiled graph's
+        guards: without dropout the model computes the same function in either mode, so a
+        compiled one stays in training mode and validation reuses the training graph instead of
+        compiling another."""
+        if not (self.compiled and self.cfg.model.dropout == 0):
+            super().on_validation_model_eval()
+
     def validation_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> None:
         x, y = batch
         # in micro-batches, as training holds them: a validation batch is a training batch's size
         chunks = micro_chunks(x, y, self.cfg.train.micro_batch)
-        losses = [lm_loss(self.model(cx), cy) for cx, cy in chunks]
+        # A compiled graph is guarded on the grad mode, so validating under Lightning's no_grad
+        # would compile a second graph. With gradients on, validation runs the training graph;
+        # the autograd graph it builds is freed with each loss, and holds no more than a
+        # training micro-batch's.
+        with torch.enable_grad() if self.compiled else nullcontext():
+            losses = [lm_loss(self.model(cx), cy).detach() for cx, cy in chunks]
         loss = losses[0] if len(losses) == 1 else torch.stack(losses).mean()
         self.log(Metric.VAL_LOSS, loss, prog_bar=True, batch_size=len(x), sync_dist=True)
         if self.bytes_per_token:

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from trainers.measure.decode_cost import DecodeCost
     from trainers.measure.device_cost import Cost
     from trainers.training.divergence import DivergenceGuard, TimeLimit
+    from trainers.training.paths import Paths
 
 
 # How a run ended: trained to max_steps, or stopped early by trainers.training.divergence.
@@ -62,6 +63,9 @@ class TrainResult:
     # greedy decoding with the KV cache after training (trainers.measure.decode_cost); None:
     # unmeasured
     decode: DecodeCost | None = None
+    # compiled or eager, and which implementation mixed depth, with the kernel packages'
+    # versions (trainers.training.paths); None: unrecorded
+    paths: Paths | None = None
 
     def to_json(self) -> str:
         """Strict JSON: NaN and infinities (a diverged run's values) as null."""
@@ -84,6 +88,17 @@ def resolve_precision(t: TrainConfig) -> str:
 
     gpu = torch.cuda.is_available() and t.accelerator in ("auto", "gpu", "cuda")
     return "bf16-mixed" if gpu else "32-true"
+
+
+def resolve_compile(t: TrainConfig) -> bool:
+    """Whether training compiles the model: as ``train.compile`` says, and for 'auto' on a GPU
+    only (a CPU trial rarely trains long enough to win back its compilation), unless the fused
+    depth kernels are pinned (``train.depth_path=fused``), which run eagerly."""
+    if t.compile != "auto":
+        return t.compile == "true"
+    from trainers.training.paths import device_type
+
+    return device_type(t) == "cuda" and t.depth_path != "fused"
 
 
 def _dilution_callback(cfg: RunConfig, data: Any, out_dir: Path, sharded: bool = False) -> Any:
@@ -150,6 +165,7 @@ def train(
     from trainers.model.transformer import num_params
     from trainers.training.callbacks import LastFiniteValidation
     from trainers.training.module import LanguageModelModule
+    from trainers.training.paths import compute_dtype, device_type, pin, taken
     from trainers.training.sharding import ShardedModule
     from trainers.training.step_timer import StepTimer
 
@@ -158,8 +174,14 @@ def train(
     data = LMDataModule(cfg, source)
     sharded = _sharded(strategy)
     module = (ShardedModule if sharded else LanguageModelModule)(cfg, data.source.bytes_per_token)
-    if t.compile:
-        module.model.compile()  # nn.Module.compile: in place, so checkpoints keep their keys
+    device, dtype, compiled = (
+        device_type(t),
+        compute_dtype(resolve_precision(t)),
+        resolve_compile(t),
+    )
+    pin(module.model, cfg, device, dtype)  # before compiling: the graph keeps the path it traced
+    if compiled:
+        module.compile_model()
     stops = _early_stops(t, time_limit_s)
     last_val = LastFiniteValidation(Metric.VAL_LOSS)
     timer = StepTimer()
@@ -209,6 +231,7 @@ def train(
         # this rank's share of each batch
         cost=meter.finish(_rate(per_token * timed * per_rank * seq, wall, timed)),
         decode=decode,
+        paths=taken(module.model, device, dtype, compiled),
     )
     if stop is not None:
         result = replace(result, status=stop.status, reason=stop.reason, stop_step=stop.step)

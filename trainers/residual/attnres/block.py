@@ -95,13 +95,23 @@ class BlockAttnResStream(AttnResStream):
             return False
         if self.fused is not None:
             return self.fused
-        device, dtype = emb.device.type, fused_attnres.mixing_dtype(emb)
-        # ``available`` is asked only on CUDA: importing Triton on a CPU run costs seconds.
-        return bool(
-            fused_attnres.fused_applies(
-                self.cfg, device, device == "cuda" and fused_attnres.available(), dtype
-            )
-        )
+        return bool(self.verdict(emb.device.type, fused_attnres.mixing_dtype(emb)))
+
+    def verdict(self, device_type: str, dtype: str) -> fused_attnres.Verdict:
+        """The dispatch rule for a forward on ``device_type`` in ``dtype``; ``available`` is
+        asked only on CUDA: importing Triton on a CPU run costs seconds."""
+        here = device_type == "cuda" and fused_attnres.available()
+        return fused_attnres.fused_applies(self.cfg, device_type, here, dtype)
+
+    def mixing_path(self, device_type: str, dtype: str, compiled: bool) -> tuple[str, str]:
+        if not self.fast or compiled or self.fused is False:
+            return super().mixing_path(device_type, dtype, compiled)
+        if self.fused:
+            return "fused", "pinned (train.depth_path=fused)"
+        verdict = self.verdict(device_type, dtype)
+        if verdict:
+            return "fused", verdict.reason
+        return "buffered", f"eager; not fused: {verdict.reason}"
 
     def begin(self, emb: Tensor) -> BlockState:  # type: ignore[override]
         if not self._use_fused(emb):

@@ -101,6 +101,9 @@ class DeltaStream(Stream):
 
     fast = False  # always the plain path (AttnResStream's flag, which the tests read)
 
+    def mixing_path(self, device_type: str, dtype: str, compiled: bool) -> tuple[str, str]:
+        return "plain", "Delta AttnRes's mixer (depth_mixing)"
+
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
         n_sources = len(block_starts(cfg)) + 1  # the embedding and every block but the last

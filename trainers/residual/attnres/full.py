@@ -76,6 +76,13 @@ class AttnResStream(Stream):
             return StackedSources(eps, queries, self.schedule, hidden, sigmoid)
         return BufferedSources(eps, queries, self.schedule, self.capacity, hidden, sigmoid)
 
+    def mixing_path(self, device_type: str, dtype: str, compiled: bool) -> tuple[str, str]:
+        if not self.fast:
+            return "plain", "the switches' direct computation (depth_mixing)"
+        if compiled:
+            return "stacked", "compiled: the plain-autograd two-phase path, traced"
+        return "buffered", "eager: the two-phase path with its hand-written backward"
+
     def begin(self, emb: Tensor) -> Sources:
         state = self.new_sources()
         state.append(emb)
