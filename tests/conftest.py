@@ -87,6 +87,7 @@ SLOW_TESTS = frozenset(
         "nas/test_identity.py::test_train_set_of_an_unread_field_exits_2_with_one_line",
         "nas/test_sweep_coordcheck.py::test_a_completep_sweep_records_its_checks_and_the_report_shows_them",
         "trainers/test_module.py::test_compiled_training_matches_eager_and_keeps_the_diagnostics",
+        "trainers/test_attnres_fused.py::test_kernels_match_under_the_interpreter",
     }
 )
 

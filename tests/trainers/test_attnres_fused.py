@@ -167,8 +167,11 @@ def _has_kernels() -> bool:
     return all(importlib.util.find_spec(m) is not None for m in ("triton", "flash_attn_res"))
 
 
+# CI installs them (make setup: the dev extra holds '.[kernels]'), so there a missing package
+# fails the test rather than skipping the only check the kernels get on a CPU.
 @pytest.mark.skipif(
-    not _has_kernels(), reason="triton and flash-attn-res are not installed (pip install '.[gpu]')"
+    not _has_kernels() and os.environ.get("CI") != "true",
+    reason="triton and flash-attn-res are not installed (pip install -e '.[kernels]')",
 )
 def test_kernels_match_under_the_interpreter(tmp_path: Path) -> None:
     """Forward and gradients of the package's kernels on CPU float32 tensors under Triton's
@@ -188,8 +191,11 @@ def test_kernels_match_under_the_interpreter(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr[-2000:]
     result = json.loads((tmp_path / "fused_block.json").read_text())
-    if "skipped" in result:  # installed but not importable (flash-attn-res 0.1.12 on Triton 3.9)
+    # installed but not importable (flash-attn-res 0.1.12 on Triton 3.9): CI pins a Triton it
+    # imports under, so there this is a failure
+    if "skipped" in result and os.environ.get("CI") != "true":
         pytest.skip(result["skipped"])
+    assert "skipped" not in result, result["skipped"]
     k = result["kernels"]
     assert k["phase1_out_vs_bf16_rounded"] <= 2**-7  # one bfloat16 step, relative
     for name in ("phase1_lse", "phase1_grad_sources", "phase1_grad_queries"):
