@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# The GPU check: the utilization, decode, memory-plan, variant-cost and fused Block AttnRes
-# benchmarks (the last needs '.[gpu]' and says so where its package does not import) on one GPU at
+# The GPU check: first the headline table (benchmarks/gpu_table.py: per wiring, a step eager,
+# compiled and fused at GPT-2 small and at d_model 1024 / 32 layers, each row written to
+# $OUT/headline.md and .jsonl as it is measured), then the utilization, decode, memory-plan,
+# variant-cost and fused Block AttnRes benchmarks (the last needs '.[gpu]' and says so where its package does not import) on one GPU at
 # d_model=1024, bf16 (standard's MFU, each wiring's decode and prefill cost with the KV cache, the
 # memory plan against the measured peak with micro-batching and activation checkpointing, every
 # wiring's step-time and memory ratios), JSON results into $OUT (default
@@ -72,12 +74,14 @@ nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv > "$OUT/gpu.
 SWEEP_S=120
 sweep_reserve=0
 [[ -x .venv/bin/nas ]] && sweep_reserve=$SWEEP_S
-benches=(utilization decode memory_plan variant_cost fused_block)
+benches=(gpu_table utilization decode memory_plan variant_cost fused_block)
 for i in "${!benches[@]}"; do
     bench=${benches[$i]}
     to_run=$(( ${#benches[@]} - i ))
     share=$(( ($(left) - sweep_reserve - 20) / to_run ))
     (( to_run > 1 && share > 90 )) && share=90
+    # the headline table first, with most of the time: its rows are what the check is for
+    [[ "$bench" == gpu_table ]] && share=$(( ($(left) - sweep_reserve - 20) * 6 / 10 ))
     if (( share < 15 )); then
         skipped+=("$bench (${share} s left for it)")
         continue
@@ -118,7 +122,7 @@ else
     skipped+=("the shared-GPU sweep (no .venv/bin/nas here: run make setup first)")
 fi
 echo "gpu_check: ${SECONDS} s of a ${BUDGET_S} s budget"
-grep -h "Trimmed to the time budget\|skipped:" "$OUT"/utilization.md "$OUT"/decode.md \
+grep -h "Trimmed to the time budget\|skipped:" "$OUT"/gpu_table.md "$OUT"/utilization.md "$OUT"/decode.md \
     "$OUT"/memory_plan.md "$OUT"/variant_cost.md "$OUT"/fused_block.md 2>/dev/null \
     | sed 's/^/  /' || true
 if (( ${#skipped[@]} )); then

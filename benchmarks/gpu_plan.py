@@ -6,7 +6,7 @@ benchmark's GPU settings, read from the benchmarks themselves so the plan cannot
 
 from __future__ import annotations
 
-from benchmarks import decode, memory_plan, utilization, variant_cost
+from benchmarks import decode, gpu_table, memory_plan, utilization, variant_cost
 
 
 def plan() -> list[str]:
@@ -14,7 +14,15 @@ def plan() -> list[str]:
     dec = decode.settings(False, "cuda")
     width = max(u["d_models"])
     depths = ", ".join(f"n_layers={n}: {r} rounds" for n, (_, r) in v["schedule"].items())
+    shapes = "; ".join(
+        f"{name} (d_model {d['d_model']}, n_layers {d['n_layers']}, seq_len {d['seq_len']})"
+        for name, d in gpu_table.SHAPES.items()
+    )
     return [
+        f"  gpu_table: {', '.join(gpu_table.WIRINGS)}, each {', '.join(gpu_table.MODES)} (fused: "
+        f"Block AttnRes), vocabulary {gpu_table.VOCAB}, at {shapes}: step time, tokens/s, MFU, "
+        "ratio to standard, first step apart, peak memory beside the plan; a row per line as "
+        "measured",
         f"  utilization: {', '.join(utilization.ARMS)} at d_model {width} (standard also at "
         f"{min(u['d_models'])}), n_layers={u['shape']['n_layers']}, seq_len "
         f"{u['shape']['seq_len']}, batch {u['batch']}, {u['rounds']} rounds",

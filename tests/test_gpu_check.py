@@ -101,3 +101,102 @@ def test_the_general_stages_keep_block_attnres_off_the_fused_kernels() -> None:
     assert torch.equal(existing_path(model)(idx), expected)  # pinned, it does not
     standard = DeepTransformer(config("standard", d_model=16, n_heads=2, n_layers=2, seq_len=8))
     assert not hasattr(existing_path(standard).stream, "fused")
+
+
+def test_the_headline_table_reads_eager_then_compiled_then_fused_per_shape() -> None:
+    """The table's order: each shape's eager rows, then its compiled rows, then the fused row
+    (Block AttnRes, the one wiring with kernels); GPT-2 small first, at its issue's shape."""
+    from benchmarks import gpu_table as gt
+
+    order = list(gt.cells(gt.SHAPES))
+    assert order[0] == ("gpt2_small", "eager", "standard")
+    first = [(m, w) for s, m, w in order if s == "gpt2_small"]
+    modes = [m for m, _ in first]
+    assert modes == sorted(modes, key=gt.MODES.index)
+    assert [w for m, w in first if m == "fused"] == ["block_attnres"]
+    assert len(order) == len(gt.SHAPES) * (2 * len(gt.WIRINGS) + 1)
+    small = gt.shape_config("standard", gt.SHAPES["gpt2_small"])
+    assert (small.d_model, small.n_layers, small.seq_len, small.vocab_size) == (
+        768,
+        12,
+        1024,
+        50304,
+    )
+
+
+def test_the_micro_batch_fits_every_wiring_of_the_shape() -> None:
+    """On an H200's share, the chosen micro-batch's plan fits every wiring and the next larger
+    divisor of the batch does not fit all of them (so the largest that fits was chosen)."""
+    from benchmarks import gpu_table as gt
+    from trainers.config import RunConfig, TrainConfig
+
+    budget = gt.HEADROOM * H200_BYTES
+    for dims in gt.SHAPES.values():
+        micro = gt.micro_batch(dims, budget, quick=False)
+
+        def plans(m: int, dims: dict[str, int] = dims) -> list[float]:
+            return [
+                memory_plan(
+                    RunConfig(model=gt.shape_config(w, dims), train=TrainConfig(batch_size=m)),
+                    gpu=True,
+                ).total
+                for w in gt.WIRINGS
+            ]
+
+        assert max(plans(micro)) <= budget
+        larger = [m for m in range(micro + 1, gt.BATCH + 1) if gt.BATCH % m == 0]
+        assert not larger or max(plans(larger[0])) > budget
+
+
+def test_a_table_stopped_mid_way_keeps_every_row_it_measured(tmp_path: Path) -> None:
+    """The quick table on the CPU, killed (SIGKILL, as a timeout's last resort) once a few rows
+    are written: the rows already measured stay on disk, each a whole JSON line with its
+    figures, and the Markdown table holds the same rows."""
+    import json
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    root = SCRIPT.parents[1]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    cmd = [sys.executable, "-m", "benchmarks.gpu_table", "--quick", "--out", str(tmp_path)]
+    proc = subprocess.Popen(
+        cmd, cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    rows = tmp_path / "headline.jsonl"
+    try:
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and proc.poll() is None:
+            if rows.exists() and len(rows.read_text().splitlines()) >= 3:
+                break
+            time.sleep(0.2)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    kept = [json.loads(line) for line in rows.read_text().splitlines()]
+    assert len(kept) >= 3
+    assert [(r["mode"], r["wiring"]) for r in kept[:3]] == [
+        ("eager", "standard"),
+        ("eager", "attnres"),
+        ("eager", "block_attnres"),
+    ]
+    assert all(r["step_s"] > 0 and r["tokens_per_s"] > 0 and r["mfu"] > 0 for r in kept)
+    assert kept[0]["ratio"] == 1.0
+    table = (tmp_path / "headline.md").read_text().splitlines()
+    assert len(table) == 2 + len(kept)  # the header, its rule, one line per kept row
+
+
+def test_rows_past_the_budget_are_written_as_skipped(tmp_path: Path) -> None:
+    """A spent budget measures nothing and still writes the whole table, each row saying why;
+    the fused row on a CPU gives the dispatch rule's reason."""
+    from benchmarks import gpu_table as gt
+    from benchmarks.common import Deadline
+
+    rows = gt.run(True, "cpu", tmp_path, Deadline.after(-1))
+    assert len(rows) == len(list(gt.cells(gt.QUICK_SHAPES)))
+    assert all(r.step_s is None and r.note.startswith("skipped") for r in rows)
+    assert len((tmp_path / "headline.jsonl").read_text().splitlines()) == len(rows)
+    fused = gt._fused_reason(gt.shape_config("block_attnres", gt.QUICK_SHAPES["tiny"]), "cpu")
+    assert "CUDA only" in fused
