@@ -81,7 +81,7 @@ for i in "${!benches[@]}"; do
     share=$(( ($(left) - sweep_reserve - 20) / to_run ))
     (( to_run > 1 && share > 90 )) && share=90
     # the headline table first, with most of the time: its rows are what the check is for
-    [[ "$bench" == gpu_table ]] && share=$(( ($(left) - sweep_reserve - 20) * 6 / 10 ))
+    [[ "$bench" == gpu_table ]] && share=$(( ($(left) - sweep_reserve - 20) * 3 / 4 ))
     if (( share < 15 )); then
         skipped+=("$bench (${share} s left for it)")
         continue

@@ -108,10 +108,30 @@ Kernels = tuple[Callable[..., tuple[Tensor, Tensor]], Callable[..., Tensor]]
 
 
 def package_kernels() -> Kernels:
-    """The package's two phases (imported only here: importing Triton costs seconds)."""
+    """The package's two phases (imported only here: importing Triton costs seconds), their
+    autotuning cached on disk (``cache_tuning``)."""
     ops1 = importlib.import_module(f"{PACKAGE}.ops.phase_1")
     ops2 = importlib.import_module(f"{PACKAGE}.ops.phase_2")
+    cache_tuning(importlib.import_module(PACKAGE))
     return ops1.phase_1_batched_attention_triton_op, ops2.phase_2_online_softmax_merge_triton_op
+
+
+def cache_tuning(package: object) -> int:
+    """Keep each autotuned kernel's choices on disk, in Triton's cache: its autotuner compiles
+    and times every config for each new shape, over a minute for Block AttnRes's first step at
+    GPT-2 scale, and by default in every process again. Cached, a node tunes a shape once and
+    every later trial of the sweep reads the choice (what ``TRITON_CACHE_AUTOTUNING=1`` does,
+    set on the kernels themselves, since that variable is read when they are decorated, at the
+    package's import). The interpreter never tunes, so there nothing changes. Returns how many
+    kernels now cache."""
+    from triton.runtime.autotuner import Autotuner
+
+    knobs = getattr(importlib.import_module("triton"), "knobs", None)
+    interpreting = bool(knobs and knobs.runtime.interpret)
+    kernels = [k for k in vars(package).values() if isinstance(k, Autotuner)]
+    for kernel in kernels:
+        kernel.cache_results = not interpreting
+    return 0 if interpreting else len(kernels)
 
 
 class FusedSources:
