@@ -41,7 +41,7 @@ NAME = "compile_speedup"
 REL_TOL = 1e-4
 
 FULL: dict[str, Any] = {
-    "variants": ("standard", "attnres", "block_attnres", "hyper", "mhc"),
+    "variants": ("standard", "attnres", "block_attnres", "hyper", "mhc", "layerscale"),
     "n_layers": 4,  # compile time grows with depth (dynamo unrolls the blocks): 8 took 6 min
     "d_model": 128,
     "n_heads": 4,
@@ -151,25 +151,43 @@ def run(quick: bool = False) -> dict[str, Any]:
     }
 
 
+GOAL = 0.95  # compiled never slower than eager by more than 5% (issue 47's CPU goal)
+
+
+def bar(x: float, unit: float = 0.25) -> str:
+    """A ratio as a bar of blocks, one per ``unit`` (1.00x: four), for reading a column at once."""
+    return "█" * max(1, round(x / unit))
+
+
 def markdown(result: dict[str, Any]) -> str:
     s, m = result["settings"], result["machine"]
     lines = [
         f"`torch.compile` vs eager training step: n_layers={s['n_layers']} "
         f"d_model={s['d_model']} seq_len={s['seq_len']} batch {s['batch']}, float32, "
         f"{m['threads']} threads, torch {m['torch']}, median of {s['rounds']} rounds; losses over "
-        f"{s['check_steps']} steps from one seed must agree within rel {s['rel_tol']:.0e}.",
+        f"{s['check_steps']} steps from one seed must agree within rel {s['rel_tol']:.0e}. "
+        f"Ratios are to standard's step in the same mode (medians of separate rounds); the goal "
+        f"is compiled no slower than {1 / GOAL:.2f}x eager for every wiring.",
         "",
-        "| residual | eager (ms) | compiled (ms) | speed-up | first compiled step (s) | "
-        "graph breaks | loss max abs diff | losses agree |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| residual | eager (ms) | compiled (ms) | speed-up | goal | eager vs standard | "
+        "compiled vs standard | first compiled step (s) | graph breaks | loss max abs diff | "
+        "losses agree |",
+        "| --- " * 11 + "|",
     ]
+    base = result["results"].get("standard", {})
     for residual, r in result["results"].items():
         if "error" in r:
-            lines.append(f"| `{residual}` | {r['eager_ms']:.1f} | failed: {r['error']} | | | | | |")
+            lines.append(
+                f"| `{residual}` | {r['eager_ms']:.1f} | failed: {r['error']} |" + " |" * 8
+            )
             continue
+        eager = r["eager_ms"] / base["eager_ms"] if "eager_ms" in base else float("nan")
+        comp = r["compiled_ms"] / base["compiled_ms"] if "compiled_ms" in base else float("nan")
         lines.append(
             f"| `{residual}` | {r['eager_ms']:.1f} | {r['compiled_ms']:.1f} | "
-            f"{r['speedup']:.2f}x | {r['first_compiled_step_s']:.1f} | {r['graph_breaks']} | "
+            f"{r['speedup']:.2f}x | {'met' if r['speedup'] >= GOAL else 'missed'} | "
+            f"{eager:.2f}x {bar(eager)} | {comp:.2f}x {bar(comp)} | "
+            f"{r['first_compiled_step_s']:.1f} | {r['graph_breaks']} | "
             f"{r['max_abs_diff']:.1e} | "
             f"{'yes' if r['within_tol'] else 'NO'} |"
         )

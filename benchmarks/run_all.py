@@ -26,6 +26,7 @@ ORDER = (
     "inference",
     "diagnostics_cost",
     "compile_speedup",
+    "compile_cache",
     "sweep_overhead",
     "memory_plan",
 )
