@@ -208,9 +208,19 @@ def _trial_row(run: Any) -> dict[str, Any]:
         # (trainers.measure.device_cost)
         "device_unit": tags.get(Tag.DEVICE_UNIT),
         "peak_flops_source": tags.get(Tag.PEAK_FLOPS_SOURCE),
+        **_kernels(tags),
         **{k: _number(v) for k, v in run.data.params.items()},
         **run.data.metrics,
     }
+
+
+# The kernels a trial ran (trainers.training.paths), as the trial row's columns; a trial recorded
+# before they were tags has none, so an older sweep's frame (and its tidy files) gains no column.
+KERNEL_TAGS = {"compiled": Tag.COMPILED, "depth_path": Tag.DEPTH_PATH}
+
+
+def _kernels(tags: Any) -> dict[str, str]:
+    return {column: tags[tag] for column, tag in KERNEL_TAGS.items() if tag in tags}
 
 
 def _time(ms: int | None) -> Any:

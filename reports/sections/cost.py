@@ -148,6 +148,45 @@ def _total_note(view: TrialView) -> Paragraph:
     return Paragraph(text)
 
 
+def kernel_paths(trials: pd.DataFrame) -> dict[str, dict[str, int]]:
+    """Per arm, how many of its trials ran each path: "compiled" or "eager", with the depth
+    mixing's implementation where the wiring has one ("eager, buffered"); only trials that
+    recorded it (``nas.trial`` tags each since issue 47)."""
+    if "compiled" not in trials:
+        return {}
+    recorded = trials[trials["compiled"].notna()]
+    mixing = recorded.get("depth_path", pd.Series("", index=recorded.index)).fillna("")
+    names = recorded["compiled"].map({"true": "compiled", "false": "eager"}).fillna("?")
+    paths = names + mixing.map(lambda m: f", {m}" if m else "")
+    return {
+        str(arm): {str(p): int(n) for p, n in group.value_counts().items()}
+        for arm, group in paths.groupby(recorded["arm"])
+    }
+
+
+def _kernels_note(trials: pd.DataFrame) -> list[Paragraph]:
+    """One line on the kernels the arms ran: the one path they share, or, where arms (or one
+    arm's seeds) ran different paths, each arm's, since their times then compare kernels as
+    well as wirings, and their losses differ by the paths' roundings too."""
+    paths = kernel_paths(trials)
+    if not paths:
+        return []
+    every = {p for counts in paths.values() for p in counts}
+    if len(every) == 1:
+        return [Paragraph(f"Kernels: every trial that recorded them ran {every.pop()}.")]
+    by_arm = "; ".join(
+        f"{arm}: " + ", ".join(f"{p} ({n})" if len(c) > 1 else p for p, n in c.items())
+        for arm, c in paths.items()
+    )
+    return [
+        Paragraph(
+            "Kernels differ between trials (train.compile, train.depth_path): "
+            f"{by_arm}. Their step times compare kernels as well as wirings, and their losses "
+            "differ by the paths' roundings too; pin one path to compare wirings alone."
+        )
+    ]
+
+
 def _sources(trials: pd.DataFrame) -> str:
     if "peak_flops_source" not in trials:
         return ""
@@ -184,6 +223,7 @@ def cost_section(data: SweepData, rows: list[ArmRow]) -> Section | None:
             "the harness measured cost)." + (DECODE_NOTE if decode else "")
         ),
         _total_note(data.view),
+        *_kernels_note(data.view.comparable),
         *_impossible_mfu(costs),
     ]
     return Section("Cost", (table, *notes))

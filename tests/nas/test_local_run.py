@@ -3,6 +3,7 @@ what only Ray runs, before any trial starts."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -33,6 +34,14 @@ def test_a_grid_runs_each_trial_once_under_its_own_id(tmp_path: Path) -> None:
     assert {r.data.tags[Tag.TRIAL_KEY] for r in trials} == set(runner.hosts)
     ids = {r.data.tags[Tag.TRIAL_ID] for r in trials}
     assert ids == {h.id for h in runner.hosts.values()} and len(ids) == len(trials)
+    # the kernels each ran, as trainers.training.paths names them: eager on a CPU ('auto'), the
+    # buffered two-phase path for Block AttnRes, no depth softmax for standard
+    paths = {"block_attnres": "buffered", "standard": ""}
+    for r in trials:
+        tags = r.data.tags
+        assert tags[Tag.COMPILED] == "false"
+        assert tags[Tag.DEPTH_PATH] == paths[r.data.params["model.residual"]]
+        assert "torch" in json.loads(tags[Tag.KERNELS])
     code, again = sweeps.run_here(tmp_path, ["smoke", "--name", "here"])
     assert code == 0 and again.stages == 0 and not again.hosts
 

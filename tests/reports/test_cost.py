@@ -159,3 +159,33 @@ def test_decode_speed_and_its_overhead_against_the_baseline() -> None:
     table = _table(_section(rows))
     assert (table["standard"]["decode tok/s"], table["standard"]["decode ×"]) == ("400", "1.00×")
     assert (table["mhc"]["decode tok/s"], table["mhc"]["decode ×"]) == ("200", "2.00×")
+
+
+def test_the_kernels_each_arm_ran_are_named_and_a_mix_is_flagged() -> None:
+    """Trials that recorded their kernels: one shared path reads as one line; arms (or one
+    arm's seeds) on different paths are each named, with counts where an arm mixed them, and
+    the note says their times compare kernels too. A sweep recorded before the tags says
+    nothing of kernels."""
+
+    def ran(row: dict[str, Any], compiled: str, path: str = "") -> dict[str, Any]:
+        extra = {"compiled": compiled} | ({"depth_path": path} if path else {})
+        return _costly(row, 2.0, 400.0, 0.01, **extra)
+
+    block = {"model__residual": "block_attnres"}
+    same = [
+        ran(trial("standard", 0, 3.0), "false"),
+        ran(trial("standard", 1, 3.1), "false"),
+    ]
+    assert "every trial that recorded them ran eager." in _text(_section(same))
+    mixed = [
+        ran(trial("standard", 0, 3.0), "true"),
+        ran(trial("standard", 1, 3.1), "true"),
+        ran(trial("block", 0, 2.9, **block), "false", "fused"),
+        ran(trial("block", 1, 2.9, **block), "false", "buffered"),
+    ]
+    text = _text(_section(mixed))
+    assert "Kernels differ between trials" in text
+    assert "standard: compiled" in text and "standard: compiled (" not in text
+    assert "block: eager, fused (1), eager, buffered (1)" in text
+    old = [_costly(trial("standard", 0, 3.0), 2.0, 400.0, 0.01)]
+    assert "Kernels" not in _text(_section(old))
