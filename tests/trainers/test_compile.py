@@ -106,7 +106,7 @@ def _loss_and_grads(model: DeepTransformer, step: Any, idx: Tensor) -> tuple[Ten
 def test_training_and_decode_steps_compile_whole_and_equal_eager(name: str) -> None:
     """One graph for the forward (and, but for a wiring's further placements, the backward)
     of every cell, with the eager model's loss and gradients to float64 round-off; one graph
-    for its KV-cache decode step, with the eager step's logits."""
+    for its KV-cache decode step (but for further placements), with the eager step's logits."""
     torch._dynamo.reset()
     model, cfg = _model(name)
     idx = torch.randint(0, cfg.vocab_size, (2, cfg.seq_len))
@@ -124,7 +124,8 @@ def test_training_and_decode_steps_compile_whole_and_equal_eager(name: str) -> N
     torch.testing.assert_close(traced_loss, loss, rtol=1e-10, atol=1e-10)
     for g, t in zip(grads, traced_grads, strict=True):
         torch.testing.assert_close(t, g, rtol=1e-10, atol=1e-10)
-    _check_decode(model, idx[:, :6])
+    if not further:  # a further placement's decode runs the branches its forward traced
+        _check_decode(model, idx[:, :6])
 
 
 @torch.no_grad()
