@@ -178,8 +178,9 @@ def test_kernels_match_under_the_interpreter(tmp_path: Path) -> None:
     interpreter. The kernels store bfloat16: phase 1's output is within one bfloat16 step of
     the float64 softmax rounded to bfloat16, its log-sum-exp and its gradients (for an incoming
     gradient bfloat16 holds) are float32-exact; phase 2 reads phase 1's rounded output, so its
-    figures are bfloat16's. The whole model's fused and existing paths then agree to within
-    what bfloat16 site inputs compound to over 12 sublayers."""
+    figures are bfloat16's. The whole model's fused path then stays within twice what rounding
+    its site inputs to bfloat16 alone does to the existing path (the plain-torch phases that
+    store bfloat16 where the kernels do), on the logits and on the worst gradient."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), *sys.path])}
     done = subprocess.run(
         [sys.executable, "-m", "benchmarks.fused_block", "--out", str(tmp_path)],
@@ -203,21 +204,27 @@ def test_kernels_match_under_the_interpreter(tmp_path: Path) -> None:
     for name in ("phase2_out", "phase2_grad_sources", "phase2_grad_queries", "phase2_grad_partial"):
         assert k[name] < 2**-6, name
     n_tensors = sum(1 for _ in DeepTransformer(_exactness_cfg()).parameters()) + 1
-    # float32 far from init: logits 3.5%, the worst gradient 15% (random queries make sharp
-    # softmaxes that amplify the roundings); bf16 autocast at init: logits 0.5%, the worst
-    # gradient 2.8% (1.5% at d 24). The bookkeeping itself is exact (the float64 test above).
-    cases = (
-        ("float32_perturbed", 0.3),
-        ("bf16_autocast_init", 0.1),
-        ("bf16_autocast_init_d24", 0.1),
-    )
-    for case, bound in cases:
-        diffs = result[case]["diffs"]
-        assert len(diffs) == n_tensors
-        logits = diffs.pop("logits")
-        assert logits["max_abs_err"] <= bound / 3 * logits["max_abs"], case
-        for name, d in diffs.items():
-            assert d["max_abs_err"] <= bound * d["max_abs"], (case, name)
+    # The model level: the kernels store every site input in bfloat16 (one step: 2^-8 of the
+    # value), which the existing path keeps in float32; through 12 sublayers of sharp random
+    # softmaxes those roundings compound to far more than one step, by an amount that depends
+    # on the model. So the bound is measured, not guessed: the same bookkeeping over the two
+    # phases in plain torch, storing bfloat16 where the kernels do (``ROUNDED_PHASES``), is
+    # what the roundings alone do. The kernels round the same values once more, independently
+    # (their sums run in another order), so their distance from the existing path is of the
+    # same size: at most twice the rounding's, on the logits and on the worst tensor. A wrong
+    # kernel (a dropped source, a stale query, a gradient to the wrong input) moves a tensor by
+    # its own size, far past that.
+    for case in ("float32_perturbed", "bf16_autocast_init", "bf16_autocast_init_d24"):
+        ex = result[case]
+        diffs, rounding = ex["diffs"], ex["rounding_diffs"]
+        assert len(diffs) == len(rounding) == n_tensors
+        assert 0 < ex["rounding_worst_relative"] < 0.5, case  # the rounding shows, and is small
+        assert _relative(diffs["logits"]) <= 2 * _relative(rounding["logits"]), case
+        assert ex["worst_relative"] <= 2 * ex["rounding_worst_relative"], case
+
+
+def _relative(d: dict[str, float]) -> float:
+    return d["max_abs_err"] / d["max_abs"]
 
 
 def _exactness_cfg() -> ModelConfig:
