@@ -62,7 +62,7 @@ def load_package(interpret: bool) -> str | None:
     return None
 
 
-def exactness_config(d_model: int = 16) -> ModelConfig:
+def exactness_config(d_model: int = 16, residual: str = "block_attnres") -> ModelConfig:
     # 6 layers: 12 sublayers in 5 blocks of 3, 3, 2, 2, 2 (uneven).
     return ModelConfig(
         vocab_size=32,
@@ -70,8 +70,8 @@ def exactness_config(d_model: int = 16) -> ModelConfig:
         n_heads=2,
         n_layers=6,
         seq_len=8,
-        residual="block_attnres",
-        attnres_blocks=5,
+        residual=residual,
+        attnres_blocks=5 if residual == "block_attnres" else 2,  # Full reads none
     )
 
 
@@ -138,9 +138,12 @@ def _worst(diffs: dict[str, Any]) -> tuple[str, float]:
 # sharp depth softmaxes, the hard case for bfloat16 stores), and bf16 autocast at init, as
 # training starts, also at d_model 24, whose rows the fused path pads to 32. (bf16, perturbed, d)
 MODEL_CASES = {
-    "float32_perturbed": (False, True, 16),
-    "bf16_autocast_init": (True, False, 16),
-    "bf16_autocast_init_d24": (True, False, 24),
+    "float32_perturbed": (False, True, 16, "block_attnres"),
+    "bf16_autocast_init": (True, False, 16, "block_attnres"),
+    "bf16_autocast_init_d24": (True, False, 24, "block_attnres"),
+    # Full AttnRes (13 sites in groups of 8: each later site merges a second phase 1)
+    "full_float32_perturbed": (False, True, 16, "attnres"),
+    "full_bf16_autocast_init": (True, False, 16, "attnres"),
 }
 
 
@@ -156,10 +159,12 @@ def perturb(model: DeepTransformer) -> None:
                 p.add_(torch.randn_like(p) * 0.1)
 
 
-def exactness(device: str, bf16: bool, perturbed: bool, d_model: int = 16) -> dict[str, Any]:
+def exactness(
+    device: str, bf16: bool, perturbed: bool, d_model: int = 16, residual: str = "block_attnres"
+) -> dict[str, Any]:
     """Fused against existing, and the bfloat16 rounding alone (``ROUNDED_PHASES``) against
     existing: per compared tensor, the max abs difference and max abs value, and the worst."""
-    cfg = exactness_config(d_model)
+    cfg = exactness_config(d_model, residual)
     torch.manual_seed(1)
     model = DeepTransformer(cfg).to(device)
     if perturbed:
@@ -352,8 +357,8 @@ def run(quick: bool, device: str = "cpu", deadline: Deadline | None = None) -> d
         result["skipped"] = skipped
     else:
         result["kernels"] = kernel_exactness(device)
-        for case, (bf16, perturbed, d_model) in MODEL_CASES.items():
-            result[case] = exactness(device, bf16, perturbed, d_model)
+        for case, (bf16, perturbed, d_model, residual) in MODEL_CASES.items():
+            result[case] = exactness(device, bf16, perturbed, d_model, residual)
         result["exactness_s"] = time.perf_counter() - start
         if device == "cuda" and not quick and (deadline is None or deadline.left() > 0):
             result["timing"] = timing(device, deadline)

@@ -19,10 +19,10 @@ def plan() -> list[str]:
         for name, d in gpu_table.SHAPES.items()
     )
     return [
-        f"  gpu_table: {', '.join(gpu_table.WIRINGS)}, each {', '.join(gpu_table.MODES)} (fused: "
-        f"Block AttnRes), vocabulary {gpu_table.VOCAB}, at {shapes}: step time, tokens/s, MFU, "
-        "ratio to standard, first step apart, peak memory beside the plan; a row per line as "
-        "measured",
+        f"  gpu_table: {', '.join(gpu_table.WIRINGS)}, each {', '.join(gpu_table.MODES)} "
+        f"(fused: Full and Block AttnRes), vocabulary {gpu_table.VOCAB}, at {shapes}: step "
+        "time, tokens/s, MFU, ratio to standard, first step apart, peak memory beside the plan; "
+        "a row per line as measured",
         f"  utilization: {', '.join(utilization.ARMS)} at d_model {width} (standard also at "
         f"{min(u['d_models'])}), n_layers={u['shape']['n_layers']}, seq_len "
         f"{u['shape']['seq_len']}, batch {u['batch']}, {u['rounds']} rounds",

@@ -104,8 +104,8 @@ def test_the_general_stages_keep_block_attnres_off_the_fused_kernels() -> None:
 
 
 def test_the_headline_table_reads_eager_then_compiled_then_fused_per_shape() -> None:
-    """The table's order: each shape's eager rows, then its compiled rows, then the fused row
-    (Block AttnRes, the one wiring with kernels); GPT-2 small first, at its issue's shape."""
+    """The table's order: each shape's eager rows, then its compiled rows, then the fused rows
+    (Full and Block AttnRes, the wirings with kernels); GPT-2 small first, at its shape."""
     from benchmarks import gpu_table as gt
 
     order = list(gt.cells(gt.SHAPES))
@@ -113,8 +113,8 @@ def test_the_headline_table_reads_eager_then_compiled_then_fused_per_shape() -> 
     first = [(m, w) for s, m, w in order if s == "gpt2_small"]
     modes = [m for m, _ in first]
     assert modes == sorted(modes, key=gt.MODES.index)
-    assert [w for m, w in first if m == "fused"] == ["block_attnres"]
-    assert len(order) == len(gt.SHAPES) * (2 * len(gt.WIRINGS) + 1)
+    assert [w for m, w in first if m == "fused"] == ["attnres", "block_attnres"]
+    assert len(order) == len(gt.SHAPES) * (2 * len(gt.WIRINGS) + 2)
     small = gt.shape_config("standard", gt.SHAPES["gpt2_small"])
     assert (small.d_model, small.n_layers, small.seq_len, small.vocab_size) == (
         768,

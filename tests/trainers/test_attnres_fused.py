@@ -19,8 +19,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from benchmarks.fused_block import MODEL_CASES, exactness_config
 from tests.trainers.conftest import tiny
-from trainers.config import ModelConfig
 from trainers.model.transformer import DeepTransformer
 from trainers.residual.attnres.depth_attention import Sources
 from trainers.residual.attnres.fused import FusedSources, fused_applies
@@ -41,7 +41,7 @@ SWITCHES: dict[str, dict[str, Any]] = {
     "heads=2": {"attnres_heads": 2},
     "sources=deltas": {"attnres_sources": "deltas"},
     "sources=cumulative": {"attnres_sources": "cumulative"},
-    "residual=attnres": {"residual": "attnres"},
+    "residual=hyper": {"residual": "hyper"},
     "residual=standard": {"residual": "standard"},
 }
 
@@ -58,6 +58,7 @@ def test_fused_for_the_papers_configuration_on_cuda() -> None:
     for blocks in (1, 2, 3, 5, 8):
         assert fused_applies(dataclasses.replace(PAPER, attnres_blocks=blocks), "cuda", True)
     assert fused_applies(dataclasses.replace(PAPER, d_model=24), "cuda", True)
+    assert fused_applies(dataclasses.replace(PAPER, residual="attnres"), "cuda", True)  # Full
 
 
 def test_not_fused_without_the_package() -> None:
@@ -80,7 +81,8 @@ def test_only_bfloat16(dtype: str) -> None:
 
 
 def _sources(model: DeepTransformer, x: torch.Tensor) -> Sources:
-    return model.stream.begin(x).summaries  # type: ignore[union-attr, operator]
+    state = model.stream.begin(x)  # type: ignore[operator]
+    return getattr(state, "summaries", state)  # Block AttnRes's, or Full's own
 
 
 def test_a_cpu_model_takes_the_existing_path() -> None:
@@ -110,14 +112,29 @@ def _phase2(
     return w[..., :1] * out + w[..., 1:] * part
 
 
-@pytest.mark.parametrize(("blocks", "d_model"), [(1, 16), (3, 16), (5, 16), (8, 16), (3, 24)])
-def test_fused_bookkeeping_is_the_existing_function(blocks: int, d_model: int) -> None:
+@pytest.mark.parametrize(
+    ("residual", "blocks", "d_model"),
+    [
+        ("block_attnres", 1, 16),
+        ("block_attnres", 3, 16),
+        ("block_attnres", 5, 16),
+        ("block_attnres", 8, 16),
+        ("block_attnres", 3, 24),
+        ("attnres", 8, 16),
+        ("attnres", 8, 24),
+    ],
+)
+def test_fused_bookkeeping_is_the_existing_function(
+    residual: str, blocks: int, d_model: int
+) -> None:
     """``FusedSources`` with the two phases written in plain torch (what the kernels compute,
     before their bfloat16 stores) gives the existing path's loss and every gradient in float64,
     on even and uneven partitions, N = 1 and N = L: where phase 1 runs, which queries it takes,
-    when the partial sum merges and the output site are the schedule's. At d_model 24 the rows are
+    when the partial sum merges and the output site are the schedule's. Full AttnRes
+    (``FullFusedSources``, 9 sites in groups of 8) merges each later site's phase 1 over the
+    sources stored since its group began with the group's answer. At d_model 24 the rows are
     zero-padded to 32 for the kernels, the queries and epsilon rescaled: still exact."""
-    cfg = dataclasses.replace(PAPER, attnres_blocks=blocks, d_model=d_model)
+    cfg = dataclasses.replace(PAPER, residual=residual, attnres_blocks=blocks, d_model=d_model)
     torch.manual_seed(1)
     model = DeepTransformer(cfg).double()
     with torch.no_grad():
@@ -203,7 +220,7 @@ def test_kernels_match_under_the_interpreter(tmp_path: Path) -> None:
         assert k[name] < 1e-5, name
     for name in ("phase2_out", "phase2_grad_sources", "phase2_grad_queries", "phase2_grad_partial"):
         assert k[name] < 2**-6, name
-    n_tensors = sum(1 for _ in DeepTransformer(_exactness_cfg()).parameters()) + 1
+
     # The model level: the kernels store every site input in bfloat16 (one step: 2^-8 of the
     # value), which the existing path keeps in float32; through 12 sublayers of sharp random
     # softmaxes those roundings compound to far more than one step, by an amount that depends
@@ -214,10 +231,13 @@ def test_kernels_match_under_the_interpreter(tmp_path: Path) -> None:
     # same size: at most twice the rounding's, on the logits and on the worst tensor. A wrong
     # kernel (a dropped source, a stale query, a gradient to the wrong input) moves a tensor by
     # its own size, far past that.
-    for case in ("float32_perturbed", "bf16_autocast_init", "bf16_autocast_init_d24"):
+    for case, (_, _, d_model, residual) in MODEL_CASES.items():  # Block's and Full's
         ex = result[case]
+        n_tensors = sum(
+            1 for _ in DeepTransformer(exactness_config(d_model, residual)).parameters()
+        )
         diffs, rounding = ex["diffs"], ex["rounding_diffs"]
-        assert len(diffs) == len(rounding) == n_tensors
+        assert len(diffs) == len(rounding) == n_tensors + 1  # and the logits
         assert 0 < ex["rounding_worst_relative"] < 0.5, case  # the rounding shows, and is small
         assert _relative(diffs["logits"]) <= 2 * _relative(rounding["logits"]), case
         assert ex["worst_relative"] <= 2 * ex["rounding_worst_relative"], case
@@ -225,39 +245,3 @@ def test_kernels_match_under_the_interpreter(tmp_path: Path) -> None:
 
 def _relative(d: dict[str, float]) -> float:
     return d["max_abs_err"] / d["max_abs"]
-
-
-def _exactness_cfg() -> ModelConfig:
-    from benchmarks.fused_block import exactness_config
-
-    return exactness_config()
-
-
-@pytest.mark.skipif(
-    not _has_kernels() and os.environ.get("CI") != "true",
-    reason="triton and flash-attn-res are not installed (pip install -e '.[kernels]')",
-)
-def test_the_kernels_autotuning_is_cached_on_disk_across_processes() -> None:
-    """Loading the package's phases turns on the disk cache of every autotuned kernel the
-    package has (the five: both phases' forward and backward, the query-gradient reduction),
-    so a node tunes each shape once; under the interpreter, which never tunes, none. In a
-    subprocess: the interpreter is chosen at the package's import, and this process must not
-    import Triton (the CPU-path test checks that)."""
-    code = (
-        "import flash_attn_res as far, sys\n"
-        "from trainers.residual.attnres.fused import cache_tuning, package_kernels\n"
-        "package_kernels()\n"
-        "from triton.runtime.autotuner import Autotuner\n"
-        "ks = [k for k in vars(far).values() if isinstance(k, Autotuner)]\n"
-        "print(len(ks), sum(k.cache_results for k in ks), cache_tuning(far))\n"
-    )
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), *sys.path])}
-    env.pop("TRITON_INTERPRET", None)
-    for interpret, expected in ((None, "5 5 5"), ("1", "5 0 0")):
-        if interpret:
-            env["TRITON_INTERPRET"] = interpret
-        done = subprocess.run(
-            [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
-        )
-        assert done.returncode == 0, done.stderr[-2000:]
-        assert done.stdout.split("\n")[-2] == expected, (interpret, done.stdout)

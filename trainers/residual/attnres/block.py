@@ -13,7 +13,6 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 
-import torch
 from torch import Tensor, nn
 
 from trainers.config import ModelConfig, balanced_partition
@@ -83,44 +82,14 @@ class BlockAttnResStream(AttnResStream):
         # The embedding and every block's summary; a site mixes at most that many sources (the
         # summaries before its block and its partial sum, or, at the output, all of them).
         super().__init__(cfg, schedule, cfg.attnres_blocks + 1, block_spans(cfg))
-        self.cfg = cfg
-        # The fused kernels (``fused``): None follows ``fused.fused_applies`` on each forward's
-        # device and dtype; the tests set True to run them where the rule would not (Triton's
-        # interpreter on a CPU) or False to keep them off.
-        self.fused: bool | None = None
-        self.kernels: fused_attnres.Kernels | None = None  # None: the package's
 
-    def _use_fused(self, emb: Tensor) -> bool:
-        if not self.fast or torch.compiler.is_compiling():
-            return False
-        if self.fused is not None:
-            return self.fused
-        return bool(self.verdict(emb.device.type, fused_attnres.mixing_dtype(emb)))
-
-    def verdict(self, device_type: str, dtype: str) -> fused_attnres.Verdict:
-        """The dispatch rule for a forward on ``device_type`` in ``dtype``; ``available`` is
-        asked only on CUDA: importing Triton on a CPU run costs seconds."""
-        here = device_type == "cuda" and fused_attnres.available()
-        return fused_attnres.fused_applies(self.cfg, device_type, here, dtype)
-
-    def mixing_path(self, device_type: str, dtype: str, compiled: bool) -> tuple[str, str]:
-        if not self.fast or compiled or self.fused is False:
-            return super().mixing_path(device_type, dtype, compiled)
-        if self.fused:
-            return "fused", "pinned (train.depth_path=fused)"
-        verdict = self.verdict(device_type, dtype)
-        if verdict:
-            return "fused", verdict.reason
-        return "buffered", f"eager; not fused: {verdict.reason}"
-
-    def begin(self, emb: Tensor) -> BlockState:  # type: ignore[override]
-        if not self._use_fused(emb):
-            return BlockState(super().begin(emb))
-        sources = fused_attnres.FusedSources(
+    def fused_sources(self) -> fused_attnres.FusedSources:
+        return fused_attnres.FusedSources(
             self.eps, self.sites.folded(), self.schedule, self.kernels
         )
-        sources.append(emb)
-        return BlockState(sources)
+
+    def begin(self, emb: Tensor) -> BlockState:  # type: ignore[override]
+        return BlockState(super().begin(emb))
 
     def finish(self, state: BlockState) -> Tensor:  # type: ignore[override]
         state.close_block()

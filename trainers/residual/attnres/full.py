@@ -8,6 +8,7 @@ from torch import Tensor, nn
 
 from trainers.config import ModelConfig
 from trainers.residual.attnres import delta as delta_attnres
+from trainers.residual.attnres import fused as fused_attnres
 from trainers.residual.attnres.depth_attention import (
     Schedule,
     Sources,
@@ -66,6 +67,31 @@ class AttnResStream(Stream):
         self.fast = self.sites.buffered  # the two-phase path (the tests may turn it off)
         spans = spans or tuple(range(1, n_sites + 1))
         self.hidden = window_hidden(spans, cfg.attnres_window, self.capacity)
+        self.cfg = cfg
+        # The fused kernels (``fused``): None follows ``fused.fused_applies`` on each forward's
+        # device and dtype; the tests set True to run them where the rule would not (Triton's
+        # interpreter on a CPU) or False to keep them off (train.depth_path pins either).
+        self.fused: bool | None = None
+        self.kernels: fused_attnres.Kernels | None = None  # None: the package's
+
+    def use_fused(self, emb: Tensor) -> bool:
+        """Whether this forward mixes on the fused kernels (never while being compiled)."""
+        if not self.fast or torch.compiler.is_compiling():
+            return False
+        if self.fused is not None:
+            return self.fused
+        return bool(self.verdict(emb.device.type, fused_attnres.mixing_dtype(emb)))
+
+    def verdict(self, device_type: str, dtype: str) -> fused_attnres.Verdict:
+        """The dispatch rule for a forward on ``device_type`` in ``dtype``; ``available`` is
+        asked only on CUDA: importing Triton on a CPU run costs seconds."""
+        here = device_type == "cuda" and fused_attnres.available()
+        return fused_attnres.fused_applies(self.cfg, device_type, here, dtype)
+
+    def fused_sources(self) -> fused_attnres.FusedSources:
+        """Full AttnRes's sources on the kernels; Block AttnRes has its own."""
+        queries = self.sites.folded()
+        return fused_attnres.FullFusedSources(self.eps, queries, self.schedule, self.kernels)
 
     def new_sources(self) -> Sources:
         if not self.fast:
@@ -81,10 +107,16 @@ class AttnResStream(Stream):
             return "plain", "the switches' direct computation (depth_mixing)"
         if compiled:
             return "stacked", "compiled: the plain-autograd two-phase path, traced"
-        return "buffered", "eager: the two-phase path with its hand-written backward"
+        if self.fused:
+            return "fused", "pinned (train.depth_path=fused)"
+        verdict = self.verdict(device_type, dtype)
+        if self.fused is None and verdict:
+            return "fused", verdict.reason
+        why = "pinned off (train.depth_path=torch)" if self.fused is False else verdict.reason
+        return "buffered", f"eager: the two-phase path; not fused: {why}"
 
     def begin(self, emb: Tensor) -> Sources:
-        state = self.new_sources()
+        state = self.fused_sources() if self.use_fused(emb) else self.new_sources()
         state.append(emb)
         return state
 

@@ -1,4 +1,4 @@
-"""Block AttnRes's two-phase depth softmax on a GPU through the Triton kernels of the optional
+"""Block and Full AttnRes's depth softmax on a GPU through the Triton kernels of the optional
 package ``flash-attn-res`` (``pip install -e '.[gpu]'``; Apache-2.0), where they compute what the
 existing paths compute; everywhere else those paths run.
 
@@ -9,7 +9,11 @@ site's phase-1 answer with the block's partial sum by the online softmax. Both a
 ``torch.library.triton_op``s with registered backwards (gradients for the sources and the
 queries). That is ``depth_attention``'s function once the per-site gains are folded into the
 queries (``SiteParameters.folded``), on any block partition: the partition only decides where
-phase 1 runs. What the kernels fix, and the rule below therefore requires:
+phase 1 runs. Full AttnRes (``FullFusedSources``) runs phase 1 for a group of sites at the
+group's first site, and at each later site of the group once more, for that site alone, over
+the few sources added since; the two answers merge exactly by their log-sum-exps (phase 2 merges
+one source only, and returns no log-sum-exp to merge further). What the kernels fix, and the rule
+below therefore requires:
 
 * the paper's switches: static query, RMS key norm, softmax gate, one head, no window, sources
   that are sublayer outputs;
@@ -39,10 +43,11 @@ from trainers.residual.attnres.depth_attention import Schedule, Weights, unit_rm
 
 PACKAGE = "flash_attn_res"
 
+# The wirings whose depth softmax the kernels compute: Full and Block AttnRes.
+RESIDUALS = ("attnres", "block_attnres")
 # Each switch away from the paper's design changes what a site computes; the kernels compute
 # only the paper's. (field, value the kernels compute)
 PAPER: tuple[tuple[str, object], ...] = (
-    ("residual", "block_attnres"),
     ("attnres_sources", "outputs"),
     ("attnres_query", "static"),
     ("attnres_key_norm", "rmsnorm"),
@@ -73,13 +78,17 @@ def fused_applies(
         return Verdict(False, f"device {device_type!r}: the kernels run on CUDA only")
     if not available:
         return Verdict(False, f"{PACKAGE} is not importable (pip install -e '.[gpu]')")
+    if cfg.residual not in RESIDUALS:
+        return Verdict(
+            False, f"residual={cfg.residual!r}: the kernels mix {' and '.join(RESIDUALS)}"
+        )
     for name, value in PAPER:
         got = getattr(cfg, name)
         if got != value:
             return Verdict(False, f"{name}={got!r}: the kernels compute {name}={value!r} only")
     if dtype != "bfloat16":
         return Verdict(False, f"dtype {dtype}: the kernels store their outputs in bfloat16")
-    return Verdict(True, "the paper's Block AttnRes on CUDA in bfloat16")
+    return Verdict(True, "the paper's AttnRes on CUDA in bfloat16")
 
 
 @functools.cache
@@ -178,25 +187,60 @@ class FusedSources:
         return F.pad(x, (0, self.pad)) if self.pad else x.contiguous()
 
     def mix(self, site: int, extra: Tensor | None = None) -> tuple[Tensor, Weights]:
-        n, q, eps = len(self.stored), self.kernel_queries, self.kernel_eps
+        n = len(self.stored)
         if self.group is None or self.group[1] != n:
-            end = self.schedule.end(site)
-            values = self._padded(torch.stack(self.stored, dim=0))
-            out, lse = self.phase1(values, q[site:end].contiguous(), eps)
-            self.group = (site, n, out, lse)
-        start, _, out, lse = self.group
-        i = site - start
-        x = out[i]
+            self._phase1_group(site)
+        start, _, out, lse = self.group  # type: ignore[misc]
+        x, i = out[site - start], site - start
         if extra is not None:
+            q, eps = self.kernel_queries, self.kernel_eps
             x = self.phase2(self._padded(extra), q[site], out[i], lse[i], eps)
-        if self.pad:
-            x = x[..., : -self.pad]
-        dtype = self.stored[0].dtype
-        sources = [*self.stored, *([] if extra is None else [extra])]
-        return x.to(dtype), lambda: self._weights(site, sources)
+        sources = self._all(extra)
+        return self._unpadded(x), lambda: self._weights(site, sources)
+
+    def _phase1_group(self, site: int) -> None:
+        """Phase 1 over every stored source for the sites from ``site`` to its group's end."""
+        end = self.schedule.end(site)
+        values = self._padded(torch.stack(self.stored, dim=0))
+        out, lse = self.phase1(values, self.kernel_queries[site:end].contiguous(), self.kernel_eps)
+        self.group = (site, len(self.stored), out, lse)
+
+    def _unpadded(self, x: Tensor) -> Tensor:
+        """``x`` without the padded columns, in the sources' dtype."""
+        return (x[..., : -self.pad] if self.pad else x).to(self.stored[0].dtype)
+
+    def _all(self, extra: Tensor | None) -> list[Tensor]:
+        return [*self.stored, *([] if extra is None else [extra])]
 
     def _weights(self, site: int, sources: list[Tensor]) -> Tensor:
         """(B, T, S): the site's softmax weights, for an open mixing probe only."""
         values = torch.stack(sources, dim=-2)  # promoted to the widest source dtype
         values = values.to(torch.promote_types(values.dtype, torch.float32))
         return torch.softmax(unit_rms(values, self.eps) @ self.queries[site].to(values), dim=-1)
+
+
+class FullFusedSources(FusedSources):
+    """Full AttnRes on the kernels: every sublayer output is stored. Phase 1 runs at each
+    group's first site (the schedule's) over every stored source for the group's sites; a later
+    site of the group runs phase 1 once more, for itself, over the sources stored since, and
+    merges the two answers by their log-sum-exps: softmax over the union = the two partial
+    softmaxes weighted by softmax(lse_1, lse_2). Stacking every source once per group, not once
+    per site, keeps the copies to O(L^2 / G)."""
+
+    def mix(self, site: int, extra: Tensor | None = None) -> tuple[Tensor, Weights]:
+        if extra is not None:
+            raise ValueError("Full AttnRes mixes stored sources only")
+        if self.group is None or self.schedule.is_start(site):
+            self._phase1_group(site)
+        start, seen, out, lse = self.group  # type: ignore[misc]
+        x = out[site - start]
+        recent = self.stored[seen:]
+        if recent:
+            values = self._padded(torch.stack(recent, dim=0))
+            q = self.kernel_queries[site : site + 1].contiguous()
+            new_out, new_lse = self.phase1(values, q, self.kernel_eps)
+            w = torch.softmax(torch.stack((lse[site - start], new_lse[0]), dim=-1), dim=-1)
+            wide = torch.promote_types(x.dtype, torch.float32)  # the kernels' bfloat16, widened
+            x = w[..., :1].to(wide) * x.to(wide) + w[..., 1:].to(wide) * new_out[0].to(wide)
+        sources = list(self.stored)
+        return self._unpadded(x), lambda: self._weights(site, sources)
