@@ -52,8 +52,8 @@ Checkpointing = Literal["none", "sublayer"]
 # 'auto' compiles on a GPU, where the depth-mixing wirings' many small kernels cost most eagerly,
 # and not on a CPU, where a short trial does not win back the first step's compilation.
 Compile = Literal["auto", "true", "false"]
-# Which implementation mixes Block AttnRes's depth (trainers.training.paths): the fused Triton
-# kernels where the dispatch rule allows them ('auto'), always ('fused': refused where they
+# Which implementation mixes Full and Block AttnRes's depth (trainers.training.paths): the fused
+# Triton kernels where the dispatch rule allows them ('auto'), always ('fused': refused where they
 # cannot run), or never ('torch'; compiled when train.compile is). The paths compute one function
 # but round differently (the kernels store bfloat16), so a campaign can pin one.
 DepthPath = Literal["auto", "fused", "torch"]
@@ -491,7 +491,7 @@ class TrainConfig:
         "auto",
     )
     depth_path: DepthPath = _help(
-        "Which implementation mixes Block AttnRes's depth: 'auto' (flash-attn-res's fused "
+        "Which implementation mixes Full and Block AttnRes's depth: 'auto' (flash-attn-res's fused "
         "kernels where they compute the model: CUDA, bfloat16, the paper's switches, eager), "
         "'fused' (those kernels, or the run is refused), 'torch' (never them; compiled when "
         "train.compile is). Each run records the path it took.",
