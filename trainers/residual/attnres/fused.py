@@ -146,8 +146,9 @@ def cache_tuning(package: object) -> int:
 class FusedSources:
     """The ``Sources`` interface over the package's two phases, for Block AttnRes (Full AttnRes:
     ``FullFusedSources``): the stored sources are the embedding and the completed block
-    summaries; ``extra`` is the current block's partial sum. Phase 1 runs when a site finds sources appended since the last one
-    (a block's first site, and the output site), for every site up to the schedule's next start;
+    summaries; ``extra`` is the current block's partial sum. Phase 1 runs when a site finds
+    sources appended since the last one (a block's first site, and the output site), for every
+    site up to the schedule's next start;
     the block's later sites merge its answer with the partial sum (phase 2). Outputs come back
     in the sources' dtype. ``kernels`` replaces the package's phases (the tests check this
     bookkeeping with the same functions in plain torch)."""
