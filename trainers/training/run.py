@@ -174,11 +174,9 @@ def train(
     data = LMDataModule(cfg, source)
     sharded = _sharded(strategy)
     module = (ShardedModule if sharded else LanguageModelModule)(cfg, data.source.bytes_per_token)
-    device, dtype, compiled = (
-        device_type(t),
-        compute_dtype(resolve_precision(t)),
-        resolve_compile(t),
-    )
+    device, dtype = device_type(t), compute_dtype(resolve_precision(t))
+    # 'auto' leaves a sharded model eager: compiling before FSDP2 shards it is untried here
+    compiled = resolve_compile(t) and not (sharded and t.compile == "auto")
     pin(module.model, cfg, device, dtype)  # before compiling: the graph keeps the path it traced
     if compiled:
         module.compile_model()
