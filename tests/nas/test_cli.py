@@ -91,6 +91,16 @@ BAD = [
     (["train", "--set", "train.micro_batch=3"], "does not divide train.batch_size 16"),
     (["train", "--set", "train.micro_batch=-1"], "train.micro_batch: -1 is negative"),
     (["train", "--set", "train.checkpointing=block"], "train.checkpointing: 'block'"),
+    (["train", "--set", "train.compile=sometimes"], "train.compile: 'sometimes'"),
+    # the fused kernels run on CUDA only: pinned on this CPU, the run is refused before a write
+    (
+        ["train", "--set", "model.residual=block_attnres", "--set", "train.depth_path=fused"],
+        "train.depth_path=fused: device 'cpu'",
+    ),
+    (
+        ["train", "--set", "train.depth_path=fused", "--set", "train.compile=true"],
+        "the fused kernels run eagerly",
+    ),
     (["train", "--set", "data.source=text", "--set", "data.path=/no/such/file"], "does not exist"),
     (["train", "--set", "data.source=text"], "needs a path"),
     (["train", "--config", "/no/such.yaml"], "no such file"),

@@ -61,6 +61,8 @@ def test_a_pinned_fused_path_where_the_kernels_cannot_run_is_refused() -> None:
         fused_attnres.available()
     )
     assert refusal(_run(depth_path="auto"), "cpu", "float32") == ""
+    # nothing to fuse: a campaign pins every arm alike, standard's included
+    assert refusal(_run(tiny(), depth_path="fused"), "cpu", "float32") == ""
     with pytest.raises(ValueError, match="depth_path=fused"):
         pin(DeepTransformer(BLOCK), _run(depth_path="fused"), "cpu", "float32")
 

@@ -50,8 +50,9 @@ def compute_dtype(precision: str) -> str:
 
 def refusal(cfg: RunConfig, device: str, dtype: str) -> str:
     """Why ``cfg`` cannot run on ``device`` in ``dtype`` (one line), or "": 'fused' asks for
-    kernels the dispatch rule does not allow there."""
-    if cfg.train.depth_path != "fused":
+    kernels the dispatch rule does not allow there. A wiring without a depth softmax has
+    nothing to fuse and is never refused, so a campaign can pin every arm alike."""
+    if cfg.train.depth_path != "fused" or cfg.model.residual not in fused_attnres.RESIDUALS:
         return ""
     here = device == "cuda" and fused_attnres.available()
     verdict = fused_attnres.fused_applies(cfg.model, device, here, dtype)
