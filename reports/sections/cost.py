@@ -148,35 +148,49 @@ def _total_note(view: TrialView) -> Paragraph:
     return Paragraph(text)
 
 
-def kernel_paths(trials: pd.DataFrame) -> dict[str, dict[str, int]]:
-    """Per arm, how many of its trials ran each path: "compiled" or "eager", with the depth
-    mixing's implementation where the wiring has one ("eager, buffered"); only trials that
-    recorded it (``nas.trial`` tags each since issue 47)."""
+KernelPath = tuple[str, str]  # ("compiled" or "eager", the depth mixing's path or "")
+
+
+def kernel_paths(trials: pd.DataFrame) -> dict[str, dict[KernelPath, int]]:
+    """Per arm, how many of its trials ran each path: compiled or eager, and the depth
+    mixing's implementation where the wiring has one; only trials that recorded it
+    (``nas.trial`` tags each since issue 47)."""
     if "compiled" not in trials:
         return {}
     recorded = trials[trials["compiled"].notna()]
     mixing = recorded.get("depth_path", pd.Series("", index=recorded.index)).fillna("")
     names = recorded["compiled"].map({"true": "compiled", "false": "eager"}).fillna("?")
-    paths = names + mixing.map(lambda m: f", {m}" if m else "")
-    return {
-        str(arm): {str(p): int(n) for p, n in group.value_counts().items()}
-        for arm, group in paths.groupby(recorded["arm"])
-    }
+    out: dict[str, dict[KernelPath, int]] = {}
+    for arm, name, mix in zip(recorded["arm"], names, mixing, strict=True):
+        counts = out.setdefault(str(arm), {})
+        counts[(name, mix)] = counts.get((name, mix), 0) + 1
+    return out
+
+
+def _shown(path: KernelPath) -> str:
+    return path[0] + (f", {path[1]}" if path[1] else "")
 
 
 def _kernels_note(trials: pd.DataFrame) -> list[Paragraph]:
-    """One line on the kernels the arms ran: the one path they share, or, where arms (or one
-    arm's seeds) ran different paths, each arm's, since their times then compare kernels as
-    well as wirings, and their losses differ by the paths' roundings too."""
+    """One line on the kernels the arms ran. Two choices differ between trials by their
+    settings, not their wirings: compiled or eager, and, where a wiring has a depth softmax,
+    the fused kernels or not (its other paths follow from its switches). Where arms (or one
+    arm's seeds) differ in either, each arm's paths are named, since their times then compare
+    kernels as well as wirings, and their losses differ by the paths' roundings too."""
     paths = kernel_paths(trials)
-    if not paths:
-        return []
     every = {p for counts in paths.values() for p in counts}
-    if len(every) == 1:
-        return [Paragraph(f"Kernels: every trial that recorded them ran {every.pop()}.")]
+    if not every:
+        return []
+    compiled = {c for c, _ in every}
+    fused = {m == "fused" for _, m in every if m}
+    if len(compiled) == 1 and len(fused) <= 1:
+        mixing = sorted({m for _, m in every if m})
+        where = f" (depth mixing: {', '.join(mixing)})" if mixing else ""
+        return [Paragraph(f"Kernels: every trial that recorded them ran {compiled.pop()}{where}.")]
     by_arm = "; ".join(
-        f"{arm}: " + ", ".join(f"{p} ({n})" if len(c) > 1 else p for p, n in c.items())
-        for arm, c in paths.items()
+        f"{arm}: "
+        + ", ".join(f"{_shown(p)} ({n})" if len(c) > 1 else _shown(p) for p, n in c.items())
+        for arm, c in sorted(paths.items())
     )
     return [
         Paragraph(

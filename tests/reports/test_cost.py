@@ -175,8 +175,12 @@ def test_the_kernels_each_arm_ran_are_named_and_a_mix_is_flagged() -> None:
     same = [
         ran(trial("standard", 0, 3.0), "false"),
         ran(trial("standard", 1, 3.1), "false"),
+        ran(trial("block", 0, 2.9, **block), "false", "buffered"),
     ]
-    assert "every trial that recorded them ran eager." in _text(_section(same))
+    # standard has no depth softmax: its lack of a mixing path is no difference
+    text = _text(_section(same))
+    assert "every trial that recorded them ran eager (depth mixing: buffered)." in text
+    assert "differ" not in text.split("Kernels")[1]
     mixed = [
         ran(trial("standard", 0, 3.0), "true"),
         ran(trial("standard", 1, 3.1), "true"),
