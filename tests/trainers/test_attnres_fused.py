@@ -245,3 +245,30 @@ def test_kernels_match_under_the_interpreter(tmp_path: Path) -> None:
 
 def _relative(d: dict[str, float]) -> float:
     return d["max_abs_err"] / d["max_abs"]
+
+
+@pytest.mark.skipif(
+    not _has_kernels() and os.environ.get("CI") != "true",
+    reason="triton and flash-attn-res are not installed (pip install -e '.[kernels]')",
+)
+def test_the_kernels_autotuning_is_cached_on_disk_across_processes() -> None:
+    """Loading the package's phases turns on the disk cache of every autotuned kernel the
+    package has (the five: both phases' forward and backward, the query-gradient reduction),
+    so a node tunes each shape once. In a subprocess, without the interpreter (which never
+    tunes, and is chosen at the package's import): this process must not import Triton (the
+    CPU-path test checks that)."""
+    code = (
+        "import flash_attn_res as far\n"
+        "from trainers.residual.attnres.fused import cache_tuning, package_kernels\n"
+        "package_kernels()\n"
+        "from triton.runtime.autotuner import Autotuner\n"
+        "ks = [k for k in vars(far).values() if isinstance(k, Autotuner)]\n"
+        "print(len(ks), sum(k.cache_results for k in ks), cache_tuning(far))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), *sys.path])}
+    env.pop("TRITON_INTERPRET", None)
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split("\n")[-2] == "5 5 5", done.stdout

@@ -28,10 +28,17 @@ from trainers.model.checkpointing import enable_checkpointing
 from trainers.model.loss import lm_loss
 from trainers.model.transformer import DeepTransformer
 
-# Each wiring's first placement; its other placements only fill norm slots around the same
-# branches (``trainers.model.placement``), which Dynamo alone shows traced whole, so their
-# backward is left to autograd rather than traced again (half the time of a cell).
+# Each wiring's first placement: its other placements only fill norm slots around the same
+# branches (``trainers.model.placement``), so their decode step is not traced again.
 FIRST_PLACEMENT: dict[str, str] = {}
+# The wirings whose compiled backward is not autograd over the eager model's own operators: the
+# AttnRes family (compiled, its two-phase path trades the buffered path's hand-written backward
+# for the stacked path's autograd) and mHC (its own autograd.Function). At their first placement,
+# on the plain path and checkpointed, their backward is traced by AOTAutograd, as Inductor
+# receives it; every other graph (further placements, the switches, the attentions, the other
+# wirings) runs on Dynamo alone, whose backward is autograd over the traced operators (a
+# quarter of the time of a cell).
+TRACED_BACKWARD = ("attnres", "block_attnres", "mhc")
 
 
 def _cells() -> dict[str, dict[str, Any]]:
@@ -104,9 +111,9 @@ def _loss_and_grads(model: DeepTransformer, step: Any, idx: Tensor) -> tuple[Ten
 
 @pytest.mark.parametrize("name", _params())
 def test_training_and_decode_steps_compile_whole_and_equal_eager(name: str) -> None:
-    """One graph for the forward (and, but for a wiring's further placements, the backward)
-    of every cell, with the eager model's loss and gradients to float64 round-off; one graph
-    for its KV-cache decode step (but for further placements), with the eager step's logits."""
+    """One graph for the forward (and, for ``TRACED_BACKWARD``, the backward) of every cell,
+    with the eager model's loss and gradients to float64 round-off; one graph for its KV-cache
+    decode step (but for further placements), with the eager step's logits."""
     torch._dynamo.reset()
     model, cfg = _model(name)
     idx = torch.randint(0, cfg.vocab_size, (2, cfg.seq_len))
@@ -115,9 +122,11 @@ def test_training_and_decode_steps_compile_whole_and_equal_eager(name: str) -> N
         return lm_loss(model(i), i)
 
     loss, grads = _loss_and_grads(model, step, idx)
-    fields = CELLS.get(name, {})
+    fields = CELLS.get(name, {"residual": "block_attnres"})  # PLAIN and checkpointed: Block's
     further = "placement" in fields and name != FIRST_PLACEMENT[fields["residual"]]
-    backend = "eager" if further else "aot_eager"
+    switched = name in CELLS and "placement" not in fields  # a switch or an attention
+    traced = fields.get("residual") in TRACED_BACKWARD and not (further or switched)
+    backend = "aot_eager" if traced else "eager"
     compiled = torch.compile(step, backend=backend, fullgraph=True)
     traced_loss, traced_grads = _loss_and_grads(model, compiled, idx)
     assert len(traced_grads) == len(grads) == sum(1 for _ in model.parameters())
