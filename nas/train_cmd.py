@@ -122,13 +122,10 @@ def run_train(args: argparse.Namespace) -> int:
     if out.exists() and any(out.iterdir()):
         raise ValueError(f"--out {out}: folder exists and is not empty; choose a new one")
     from trainers.data.module import load_source
-    from trainers.training.paths import compute_dtype, device_type
     from trainers.training.paths import refusal as path_refusal
-    from trainers.training.run import resolve_precision
+    from trainers.training.paths import where
 
-    if why := path_refusal(
-        cfg, device_type(cfg.train), compute_dtype(resolve_precision(cfg.train))
-    ):
+    if why := path_refusal(cfg, *where(cfg.train)):
         raise ValueError(why)
     source = load_source(cfg.data, cfg.model)  # every data error surfaces before any write
     _quiet_lightning()

@@ -17,7 +17,7 @@ from trainers.model.transformer import DeepTransformer
 from trainers.residual.attnres import fused as fused_attnres
 from trainers.residual.attnres.depth_buffer import BufferedSources
 from trainers.residual.attnres.fused import FusedSources
-from trainers.training.paths import compute_dtype, pin, refusal, taken
+from trainers.training.paths import pin, refusal, taken, torch_dtype
 from trainers.training.run import resolve_compile
 
 BLOCK = tiny(residual="block_attnres", n_layers=2, attnres_blocks=2)
@@ -103,15 +103,15 @@ def test_on_cuda_in_bfloat16_the_rule_decides_by_the_package() -> None:
     assert taken(model, "cuda", "float32", compiled=False).depth_mixing == "buffered"
 
 
-def test_compute_dtype_names_what_each_precision_multiplies_in() -> None:
-    names = {p: compute_dtype(p) for p in ("bf16-mixed", "bf16-true", "16-mixed", "32-true")}
+def test_torch_dtype_names_what_each_precision_multiplies_in() -> None:
+    names = {p: torch_dtype(p) for p in ("bf16-mixed", "bf16-true", "16-mixed", "32-true")}
     assert names == {
         "bf16-mixed": "bfloat16",
         "bf16-true": "bfloat16",
         "16-mixed": "float16",
         "32-true": "float32",
     }
-    assert compute_dtype("64-true") == "float64"
+    assert torch_dtype("64-true") == "float64"
 
 
 def test_a_run_records_its_paths_and_kernel_versions(tmp_path: Path) -> None:
@@ -134,6 +134,4 @@ def test_a_run_records_its_paths_and_kernel_versions(tmp_path: Path) -> None:
     result, _ = train(cfg, tmp_path, progress=False)
     assert result.paths is not None
     assert not result.paths.compiled and result.paths.depth_mixing == "buffered"
-    assert result.paths.versions["torch"] == torch.__version__.split("+")[0] or (
-        result.paths.versions["torch"] == torch.__version__
-    )
+    assert result.paths.versions["torch"] == torch.__version__

@@ -31,21 +31,22 @@ class Paths:
     versions: dict[str, str] = field(default_factory=dict)
 
 
-def device_type(t: TrainConfig) -> str:
-    """The torch device type training will run on, as ``resolve_precision`` decides it."""
-    import torch
-
-    gpu = torch.cuda.is_available() and t.accelerator in ("auto", "gpu", "cuda")
-    return "cuda" if gpu else "cpu"
-
-
-def compute_dtype(precision: str) -> str:
-    """What a Lightning precision computes the model's matmuls in, named as torch names it."""
+def torch_dtype(precision: str) -> str:
+    """What a Lightning precision computes the model's matmuls in, named as torch names it (the
+    dispatch rule's terms: unlike ``device_cost.compute_dtype``, float16 is not bfloat16)."""
     if precision.startswith("bf16"):
         return "bfloat16"
     if precision.startswith("16"):
         return "float16"
     return "float64" if precision.startswith("64") else "float32"
+
+
+def where(t: TrainConfig) -> tuple[str, str]:
+    """The device type a run with ``t`` trains on and the dtype its model computes in."""
+    from trainers.measure.device_cost import training_device
+    from trainers.training.run import resolve_precision
+
+    return training_device(t.accelerator), torch_dtype(resolve_precision(t))
 
 
 def refusal(cfg: RunConfig, device: str, dtype: str) -> str:

@@ -84,10 +84,9 @@ def resolve_precision(t: TrainConfig) -> str:
     """bf16-mixed on a GPU, 32-bit on a CPU, unless the config names one."""
     if t.precision != "auto":
         return t.precision
-    import torch
+    from trainers.measure.device_cost import training_device
 
-    gpu = torch.cuda.is_available() and t.accelerator in ("auto", "gpu", "cuda")
-    return "bf16-mixed" if gpu else "32-true"
+    return "bf16-mixed" if training_device(t.accelerator) == "cuda" else "32-true"
 
 
 def resolve_compile(t: TrainConfig) -> bool:
@@ -96,9 +95,9 @@ def resolve_compile(t: TrainConfig) -> bool:
     depth kernels are pinned (``train.depth_path=fused``), which run eagerly."""
     if t.compile != "auto":
         return t.compile == "true"
-    from trainers.training.paths import device_type
+    from trainers.measure.device_cost import training_device
 
-    return device_type(t) == "cuda" and t.depth_path != "fused"
+    return training_device(t.accelerator) == "cuda" and t.depth_path != "fused"
 
 
 def _dilution_callback(cfg: RunConfig, data: Any, out_dir: Path, sharded: bool = False) -> Any:
@@ -165,7 +164,7 @@ def train(
     from trainers.model.transformer import num_params
     from trainers.training.callbacks import LastFiniteValidation
     from trainers.training.module import LanguageModelModule
-    from trainers.training.paths import compute_dtype, device_type, pin, taken
+    from trainers.training.paths import pin, taken, where
     from trainers.training.sharding import ShardedModule
     from trainers.training.step_timer import StepTimer
 
@@ -174,7 +173,7 @@ def train(
     data = LMDataModule(cfg, source)
     sharded = _sharded(strategy)
     module = (ShardedModule if sharded else LanguageModelModule)(cfg, data.source.bytes_per_token)
-    device, dtype = device_type(t), compute_dtype(resolve_precision(t))
+    device, dtype = where(t)
     # 'auto' leaves a sharded model eager: compiling before FSDP2 shards it is untried here
     compiled = resolve_compile(t) and not (sharded and t.compile == "auto")
     pin(module.model, cfg, device, dtype)  # before compiling: the graph keeps the path it traced
