@@ -38,6 +38,18 @@ SWITCHES: dict[str, dict[str, Any]] = {
     },
 }
 CASES = [(r, name) for r in RESIDUALS for name in SWITCHES]
+# One field away from the paper's design each, at a width of 16 with 2 heads: what the compile
+# suite traces and what the fused kernels must refuse (each changes what a site computes).
+DEPARTURES: dict[str, dict[str, Any]] = {
+    "gate=sigmoid": {"attnres_gate": "sigmoid"},
+    "key_norm=none": {"attnres_key_norm": "none"},
+    "query=input": {"attnres_query": "input"},
+    "query=low_rank": {"attnres_query": "low_rank"},
+    "window=2": {"attnres_window": 2},
+    "heads=2": {"attnres_heads": 2},
+    "sources=deltas": {"attnres_sources": "deltas"},
+    "sources=cumulative": {"attnres_sources": "cumulative"},
+}
 
 
 def randomize_mixing(model: DeepTransformer, scale: float = 1.0) -> None:

@@ -20,6 +20,7 @@ import torch
 import torch.nn.functional as F
 
 from benchmarks.fused_block import MODEL_CASES, exactness_config
+from tests.trainers.attnres_cases import DEPARTURES
 from tests.trainers.conftest import tiny
 from trainers.model.transformer import DeepTransformer
 from trainers.residual.attnres.depth_attention import Sources
@@ -33,14 +34,7 @@ PAPER = tiny(residual="block_attnres", n_layers=4, attnres_blocks=3)
 
 # Each switch changes what a site computes (or what the kernels can load): the existing path.
 SWITCHES: dict[str, dict[str, Any]] = {
-    "gate=sigmoid": {"attnres_gate": "sigmoid"},
-    "key_norm=none": {"attnres_key_norm": "none"},
-    "query=input": {"attnres_query": "input"},
-    "query=low_rank": {"attnres_query": "low_rank"},
-    "window=2": {"attnres_window": 2},
-    "heads=2": {"attnres_heads": 2},
-    "sources=deltas": {"attnres_sources": "deltas"},
-    "sources=cumulative": {"attnres_sources": "cumulative"},
+    **DEPARTURES,
     "residual=hyper": {"residual": "hyper"},
     "residual=standard": {"residual": "standard"},
 }

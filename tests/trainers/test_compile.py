@@ -22,6 +22,7 @@ import torch
 import torch._dynamo
 from torch import Tensor
 
+from tests.trainers.attnres_cases import DEPARTURES
 from tests.trainers.conftest import tiny
 from trainers.config import ModelConfig, valid_wirings
 from trainers.model.checkpointing import enable_checkpointing
@@ -51,18 +52,8 @@ def _cells() -> dict[str, dict[str, Any]]:
         FIRST_PLACEMENT.setdefault(residual, f"{residual}-{placement}")
     for attention in ("value_residual", "value_residual_learned"):  # inside attention only
         cells[attention] = {"attention": attention}
-    switches: dict[str, dict[str, Any]] = {
-        "gate=sigmoid": {"attnres_gate": "sigmoid"},
-        "key_norm=none": {"attnres_key_norm": "none"},
-        "query=input": {"attnres_query": "input"},
-        "query=low_rank": {"attnres_query": "low_rank"},
-        "window=2": {"attnres_window": 2},
-        "heads=2": {"attnres_heads": 2},
-        "sources=deltas": {"attnres_sources": "deltas"},
-        "sources=cumulative": {"attnres_sources": "cumulative"},
-    }
     # Full and Block AttnRes share the mixer; Block adds the partial sum, Full the window's spans
-    for name, fields in switches.items():
+    for name, fields in DEPARTURES.items():
         cells[f"block_attnres-{name}"] = {"residual": "block_attnres", **fields}
     cells["attnres-window=2"] = {"residual": "attnres", "attnres_window": 2}
     return cells
