@@ -74,12 +74,22 @@ def train_step(cfg: ModelConfig, batch: int, device: str) -> Step:
     ``time_once`` reads the clock after the work. Block AttnRes on the existing path."""
     if device == "cpu":
         return step_fn(cfg, batch)[1]  # type: ignore[return-value]
-    model = existing_path(DeepTransformer(cfg).to(device))
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    idx = torch.randint(0, cfg.vocab_size, (batch, cfg.seq_len), device=device)
+    return model_step(existing_path(DeepTransformer(cfg).to(device)), batch, device)
+
+
+def model_step(model: DeepTransformer, batch: int, device: str, fused_adam: bool = False) -> Step:
+    """One training step of ``model`` on a fixed batch of random tokens, as a closure: the
+    forward (under bf16 autocast on CUDA), cross-entropy, backward and AdamW at lr 1e-4 (its
+    fused CUDA kernel where ``fused_adam``, as a trial's optimizer has it), ending in a
+    synchronize so that ``time_once`` reads the clock after the work."""
+    cuda = device.startswith("cuda")
+    fused = {"fused": True} if fused_adam and cuda else {}
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, **fused)
+    idx = torch.randint(0, model.cfg.vocab_size, (batch, model.cfg.seq_len), device=device)
+    kind = torch.device(device).type
 
     def step() -> None:
-        with torch.autocast(device_type="cuda", dtype=torch.bfloat16):
+        with torch.autocast(kind, torch.bfloat16, enabled=cuda):
             logits = model(idx)
         F.cross_entropy(logits.float().flatten(0, 1), idx.flatten()).backward()
         opt.step()

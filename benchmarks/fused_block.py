@@ -247,7 +247,7 @@ def timing(
     """Step and decode seconds at d_model 1024, 32 layers: standard, Block AttnRes with the
     existing path, and Block AttnRes as the dispatch rule has it (fused where it applies: the
     result says what it decided)."""
-    from benchmarks.common import config, interleaved, on_path, ratio, sync
+    from benchmarks.common import config, interleaved, model_step, on_path, ratio
     from trainers.measure.decode_cost import measure
     from trainers.residual.attnres.fused import available, fused_applies
 
@@ -262,18 +262,7 @@ def timing(
     for name, (arm, fused) in arms.items():
         cfg = config(arm, **dims)
         model = on_path(DeepTransformer(cfg).to(device), fused)
-        opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-        idx = torch.randint(0, cfg.vocab_size, (batch, cfg.seq_len), device=device)
-
-        def step(model: DeepTransformer = model, opt: Any = opt, idx: Any = idx) -> None:
-            with torch.autocast(device, torch.bfloat16, enabled=cuda):
-                logits = model(idx)
-            F.cross_entropy(logits.float().flatten(0, 1), idx.flatten()).backward()
-            opt.step()
-            opt.zero_grad(set_to_none=True)
-            sync(device)
-
-        steps[name] = step
+        steps[name] = model_step(model, batch, device)
         decode[name] = 1 / measure(model, bf16=True).tokens_per_s
     times = interleaved(steps, warmup=3, rounds=rounds, deadline=deadline)
     return {

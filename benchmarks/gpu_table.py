@@ -27,15 +27,14 @@ import argparse
 import json
 import statistics
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 
-from benchmarks.common import Deadline, config, on_path, sync
+from benchmarks.common import Deadline, config, free, model_step, on_path
 from trainers.config import ModelConfig, RunConfig, TrainConfig
 from trainers.flops import flops_per_token
 from trainers.model.transformer import DeepTransformer
@@ -157,23 +156,6 @@ def micro_batch(dims: dict[str, int], device_bytes: float, quick: bool) -> int:
     return 1
 
 
-def _step(model: DeepTransformer, micro: int, device: str) -> Callable[[], None]:
-    cuda = device == "cuda"
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, **({"fused": True} if cuda else {}))
-    vocab, seq = model.cfg.vocab_size, model.cfg.seq_len
-    idx = torch.randint(0, vocab, (micro, seq), device=device)
-
-    def step() -> None:
-        with torch.autocast(device, torch.bfloat16, enabled=cuda):
-            logits = model(idx)
-        F.cross_entropy(logits.float().flatten(0, 1), idx.flatten()).backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        sync(device)
-
-    return step
-
-
 def _fused_reason(cfg: ModelConfig, device: str) -> str:
     """Why the fused kernels cannot mix this cell ("" where they can)."""
     from trainers.residual.attnres.fused import available, fused_applies
@@ -198,7 +180,7 @@ def measure(
     from trainers.measure.device_cost import peak_memory_mb, reset_peak_memory
 
     model = model_for(cfg, mode, device)
-    step = _step(model, micro, device)
+    step = model_step(model, micro, device, fused_adam=True)
     reset_peak_memory(device)
     start = time.perf_counter()
     step()
@@ -269,7 +251,7 @@ def _measured(
         row.note = f"failed: {type(e).__name__}: {str(e).splitlines()[0][:120]}"
         return row
     finally:
-        _free(device)
+        free(device)
     row = replace(row, **got)
     if row.wiring == "standard":
         standard[(row.shape, row.mode)] = got["step_s"]
@@ -277,14 +259,6 @@ def _measured(
     if ref:
         row.ratio = got["step_s"] / ref
     return row
-
-
-def _free(device: str) -> None:
-    import gc
-
-    gc.collect()
-    if device == "cuda":
-        torch.cuda.empty_cache()
 
 
 def main() -> None:
