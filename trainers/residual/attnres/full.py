@@ -23,6 +23,8 @@ from trainers.residual.base import RESIDUALS, Residual, Stream
 # Sites per phase-1 group. Any value computes the same function; with the buffered path 8 and 12
 # tied for fastest among 4, 8, 12, 16, 24 at 32 blocks on a CPU.
 GROUP_SIZE = 8
+# Why a stream pinned on or off the fused kernels (train.depth_path) takes its path.
+PINNED = {True: "pinned (train.depth_path=fused)", False: "pinned off (train.depth_path=torch)"}
 
 
 class AttnResSite(nn.Module):
@@ -78,9 +80,14 @@ class AttnResStream(Stream):
         """Whether this forward mixes on the fused kernels (never while being compiled)."""
         if not self.fast or torch.compiler.is_compiling():
             return False
+        return self._fused_on(emb.device.type, fused_attnres.mixing_dtype(emb))[0]
+
+    def _fused_on(self, device_type: str, dtype: str) -> tuple[bool, str]:
+        """Whether an eager forward there takes the kernels, and why: as pinned, else the rule."""
         if self.fused is not None:
-            return self.fused
-        return bool(self.verdict(emb.device.type, fused_attnres.mixing_dtype(emb)))
+            return self.fused, PINNED[self.fused]
+        verdict = self.verdict(device_type, dtype)
+        return verdict.fused, verdict.reason
 
     def verdict(self, device_type: str, dtype: str) -> fused_attnres.Verdict:
         """The dispatch rule for a forward on ``device_type`` in ``dtype``; ``available`` is
@@ -107,12 +114,9 @@ class AttnResStream(Stream):
             return "plain", "the switches' direct computation (depth_mixing)"
         if compiled:
             return "stacked", "compiled: the plain-autograd two-phase path, traced"
-        if self.fused:
-            return "fused", "pinned (train.depth_path=fused)"
-        verdict = self.verdict(device_type, dtype)
-        if self.fused is None and verdict:
-            return "fused", verdict.reason
-        why = "pinned off (train.depth_path=torch)" if self.fused is False else verdict.reason
+        fused, why = self._fused_on(device_type, dtype)
+        if fused:
+            return "fused", why
         return "buffered", f"eager: the two-phase path; not fused: {why}"
 
     def begin(self, emb: Tensor) -> Sources:

@@ -192,7 +192,8 @@ class FusedSources:
         if self.group is None or self.group[1] != n:
             self._phase1_group(site)
         start, _, out, lse = self.group  # type: ignore[misc]
-        x, i = out[site - start], site - start
+        i = site - start
+        x = out[i]
         if extra is not None:
             q, eps = self.kernel_queries, self.kernel_eps
             x = self.phase2(self._padded(extra), q[site], out[i], lse[i], eps)
