@@ -249,16 +249,14 @@ def timing(
     result says what it decided)."""
     from benchmarks.common import config, interleaved, model_step, on_path, ratio
     from trainers.measure.decode_cost import measure
-    from trainers.residual.attnres.fused import available, fused_applies
+    from trainers.residual.attnres.fused import dispatch
 
     dims = dims or TIMING_DIMS
     cuda = device == "cuda"
     arms = {"standard": ("standard", None), "block": ("block_attnres", False)}
     arms["block_fused"] = ("block_attnres", None)  # None: the rule decides
     steps, decode = {}, {}
-    verdict = fused_applies(
-        config("block_attnres", **dims), device, cuda and available(), "bfloat16"
-    )
+    verdict = dispatch(config("block_attnres", **dims), device, "bfloat16")
     for name, (arm, fused) in arms.items():
         cfg = config(arm, **dims)
         model = on_path(DeepTransformer(cfg).to(device), fused)
@@ -310,14 +308,11 @@ def study_cell(device: str, quick: bool, deadline: Deadline | None = None) -> di
     from benchmarks.common import interleaved
     from benchmarks.memory_plan import device_peak_bytes
     from trainers.measure.memory_plan import memory_plan
-    from trainers.residual.attnres.fused import available, fused_applies
+    from trainers.residual.attnres.fused import dispatch
 
     arms = {"standard": ("standard", None), "block": ("block_attnres", False)}
     arms["block_fused"] = ("block_attnres", None)
-    cuda = device == "cuda"
-    verdict = fused_applies(
-        study_config("block_attnres", quick).model, device, cuda and available(), "bfloat16"
-    )
+    verdict = dispatch(study_config("block_attnres", quick).model, device, "bfloat16")
     cells: dict[str, Any] = {}
     steps = {}
     for name, (arm, fused) in arms.items():

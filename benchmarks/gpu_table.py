@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -35,6 +34,7 @@ from typing import Any
 import torch
 
 from benchmarks.common import Deadline, config, free, model_step, on_path
+from benchmarks.variant_step_time import time_once
 from trainers.config import ModelConfig, RunConfig, TrainConfig
 from trainers.flops import flops_per_token
 from trainers.model.transformer import DeepTransformer
@@ -158,9 +158,9 @@ def micro_batch(dims: dict[str, int], device_bytes: float, quick: bool) -> int:
 
 def _fused_reason(cfg: ModelConfig, device: str) -> str:
     """Why the fused kernels cannot mix this cell ("" where they can)."""
-    from trainers.residual.attnres.fused import available, fused_applies
+    from trainers.residual.attnres.fused import dispatch
 
-    verdict = fused_applies(cfg, device, device == "cuda" and available(), "bfloat16")
+    verdict = dispatch(cfg, device, "bfloat16")
     return "" if verdict else verdict.reason
 
 
@@ -182,16 +182,9 @@ def measure(
     model = model_for(cfg, mode, device)
     step = model_step(model, micro, device, fused_adam=True)
     reset_peak_memory(device)
-    start = time.perf_counter()
-    step()
-    first = time.perf_counter() - start
-    for _ in range(2):
-        step()
-    times = []
-    for _ in range(timed):
-        start = time.perf_counter()
-        step()
-        times.append(time.perf_counter() - start)
+    first = time_once(step, 1)
+    time_once(step, 2)  # warm-up
+    times = [time_once(step, 1) for _ in range(timed)]
     median = statistics.median(times)
     tokens = micro * cfg.seq_len / median
     return {

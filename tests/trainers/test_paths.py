@@ -55,11 +55,6 @@ def test_fused_and_compiled_at_once_is_refused_in_one_line() -> None:
 def test_a_pinned_fused_path_where_the_kernels_cannot_run_is_refused() -> None:
     """On a CPU, or for a switch the kernels do not compute, the refusal is the rule's reason."""
     assert "CUDA only" in refusal(_run(depth_path="fused"), "cpu", "float32")
-    gated = dataclasses.replace(BLOCK, attnres_gate="sigmoid")
-    assert "attnres_gate" in refusal(_run(gated, depth_path="fused"), "cuda", "bfloat16")
-    assert "bfloat16" in refusal(_run(depth_path="fused"), "cuda", "float32") or not (
-        fused_attnres.available()
-    )
     assert refusal(_run(depth_path="auto"), "cpu", "float32") == ""
     # nothing to fuse: a campaign pins every arm alike, standard's included
     assert refusal(_run(tiny(), depth_path="fused"), "cpu", "float32") == ""
@@ -94,13 +89,38 @@ def test_the_recorded_path_is_the_one_the_forward_takes() -> None:
     assert taken(plain, "cpu", "float32", compiled=True).depth_mixing == ""
 
 
-def test_on_cuda_in_bfloat16_the_rule_decides_by_the_package() -> None:
+@pytest.fixture(params=[True, False], ids=["package", "no package"])
+def importable(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> bool:
+    """Whether flash-attn-res imports, as a CUDA machine answers it. The real package is never
+    asked here: importing it would put Triton into this process, which the CPU-path tests
+    (test_attnres_fused.py) check stays out of it."""
+    monkeypatch.setattr(fused_attnres, "available", lambda: request.param)
+    return bool(request.param)
+
+
+def test_on_cuda_in_bfloat16_the_rule_decides_by_the_package(importable: bool) -> None:
     """What 'auto' records where the kernels could run: fused exactly when the package
     imports (the dispatch rule's other conditions hold for the paper's Block AttnRes)."""
     model = DeepTransformer(BLOCK)
     paths = taken(model, "cuda", "bfloat16", compiled=False)
-    assert paths.depth_mixing == ("fused" if fused_attnres.available() else "buffered")
+    assert paths.depth_mixing == ("fused" if importable else "buffered")
+    assert importable or "not importable" in paths.reason
     assert taken(model, "cuda", "float32", compiled=False).depth_mixing == "buffered"
+
+
+def test_a_pinned_fused_path_on_cuda_is_refused_for_what_the_kernels_do_not_compute(
+    importable: bool,
+) -> None:
+    """On CUDA the refusal names the package where it does not import, else the switch or
+    the dtype the kernels do not compute."""
+    gated = dataclasses.replace(BLOCK, attnres_gate="sigmoid")
+    gate = refusal(_run(gated, depth_path="fused"), "cuda", "bfloat16")
+    fp32 = refusal(_run(depth_path="fused"), "cuda", "float32")
+    if importable:
+        assert "attnres_gate" in gate and "bfloat16" in fp32
+        assert refusal(_run(depth_path="fused"), "cuda", "bfloat16") == ""
+    else:
+        assert "not importable" in gate and "not importable" in fp32
 
 
 def test_torch_dtype_names_what_each_precision_multiplies_in() -> None:

@@ -55,8 +55,7 @@ def refusal(cfg: RunConfig, device: str, dtype: str) -> str:
     nothing to fuse and is never refused, so a campaign can pin every arm alike."""
     if cfg.train.depth_path != "fused" or cfg.model.residual not in fused_attnres.RESIDUALS:
         return ""
-    here = device == "cuda" and fused_attnres.available()
-    verdict = fused_attnres.fused_applies(cfg.model, device, here, dtype)
+    verdict = fused_attnres.dispatch(cfg.model, device, dtype)
     return "" if verdict else f"train.depth_path=fused: {verdict.reason}"
 
 

@@ -86,14 +86,8 @@ class AttnResStream(Stream):
         """Whether an eager forward there takes the kernels, and why: as pinned, else the rule."""
         if self.fused is not None:
             return self.fused, PINNED[self.fused]
-        verdict = self.verdict(device_type, dtype)
+        verdict = fused_attnres.dispatch(self.cfg, device_type, dtype)
         return verdict.fused, verdict.reason
-
-    def verdict(self, device_type: str, dtype: str) -> fused_attnres.Verdict:
-        """The dispatch rule for a forward on ``device_type`` in ``dtype``; ``available`` is
-        asked only on CUDA: importing Triton on a CPU run costs seconds."""
-        here = device_type == "cuda" and fused_attnres.available()
-        return fused_attnres.fused_applies(self.cfg, device_type, here, dtype)
 
     def fused_sources(self) -> fused_attnres.FusedSources:
         """Full AttnRes's sources on the kernels; Block AttnRes has its own."""

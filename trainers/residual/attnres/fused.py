@@ -91,6 +91,12 @@ def fused_applies(
     return Verdict(True, "the paper's AttnRes on CUDA in bfloat16")
 
 
+def dispatch(cfg: ModelConfig, device_type: str, dtype: str) -> Verdict:
+    """The rule for a forward of ``cfg`` on ``device_type`` in ``dtype`` on this machine: whether
+    the package imports is asked only on CUDA (importing Triton on a CPU run costs seconds)."""
+    return fused_applies(cfg, device_type, device_type == "cuda" and available(), dtype)
+
+
 @functools.cache
 def available() -> bool:
     """Whether the package imports (it needs Triton; 0.1.12 fails to import under Triton 3.9,
