@@ -282,11 +282,12 @@ STUDY_QUICK = {"d_model": 32, "n_heads": 2, "n_layers": 2, "seq_len": 32, "vocab
 
 
 def study_config(arm: str, quick: bool) -> Any:
-    """The study's 48-layer cell for ``arm`` with two micro-batches of the size that fits."""
+    """The study's 48-layer cell for ``arm`` with two micro-batches of the size 'auto' picks
+    for an 80 GiB GPU (its stated headroom kept back)."""
     from search_spaces import BUILTIN
     from trainers.config import ModelConfig, RunConfig, TrainConfig
     from trainers.config_io import from_dict, nest
-    from trainers.measure.memory_fit import cheapest_fit
+    from trainers.measure.memory_fit import GPU_HEADROOM, fit_auto
 
     if quick:
         micro = 2
@@ -294,7 +295,7 @@ def study_config(arm: str, quick: bool) -> Any:
     else:
         base = {**BUILTIN["depth_gpt2"].base, "model.residual": arm, "model.n_layers": 48}
         full = from_dict(nest(base))
-        fit = cheapest_fit(full, STUDY_DEVICE_BYTES)
+        fit = fit_auto(full, GPU_HEADROOM.usable(STUDY_DEVICE_BYTES))
         micro = fit.plan.micro_batch if fit is not None else 1
         model = full.model
     return RunConfig(model=model, train=TrainConfig(batch_size=2 * micro, micro_batch=micro))

@@ -37,6 +37,7 @@ from benchmarks.common import Deadline, config, free, model_step, on_path
 from benchmarks.variant_step_time import time_once
 from trainers.config import ModelConfig, RunConfig, TrainConfig
 from trainers.flops import flops_per_token
+from trainers.measure.memory_fit import GPU_HEADROOM
 from trainers.model.transformer import DeepTransformer
 
 WIRINGS = ("standard", "attnres", "block_attnres", "hyper", "mhc", "layerscale")
@@ -50,9 +51,9 @@ SHAPES: dict[str, dict[str, int]] = {
 QUICK_SHAPES: dict[str, dict[str, int]] = {
     "tiny": {"d_model": 32, "n_heads": 2, "n_layers": 2, "seq_len": 32, "vocab_size": 256}
 }
-# The batch the micro-batch is chosen within (a divisor of it), and the device share the plan
-# may fill: the rest is headroom for the CUDA context and the allocator (issue 48 measures it).
-BATCH, HEADROOM = 64, 0.85
+# The batch the micro-batch is chosen within (a divisor of it), under the headroom 'auto'
+# micro-batches keep back (trainers.measure.memory_fit).
+BATCH = 64
 
 
 @dataclass
@@ -216,7 +217,8 @@ def run(
     writer = Writer(out)
     peak = device_peak(device, "bf16-mixed" if device == "cuda" else "32-true").flops
     total = torch.cuda.get_device_properties(0).total_memory if device == "cuda" else 24 * 2**30
-    micros = {s: micro_batch(d, HEADROOM * total, quick) for s, d in shapes.items()}
+    usable = GPU_HEADROOM.usable(int(total))  # the plan's own headroom: what 'auto' keeps back
+    micros = {s: micro_batch(d, usable, quick) for s, d in shapes.items()}
     standard: dict[tuple[str, str], float] = {}
     for shape, mode, wiring in cells(shapes):
         cfg = shape_config(wiring, shapes[shape])

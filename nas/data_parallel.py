@@ -95,6 +95,7 @@ def train_data_parallel(
     workers: Workers,
     time_limit_s: float | None = None,
     peak_flops: float | None = None,
+    device_bytes: int | None = None,
     ckpt_path: Path | None = None,
     link: TrialLink | None = None,
     storage: Path | None = None,
@@ -115,6 +116,7 @@ def train_data_parallel(
         "out_dir": str(out_dir),
         "time_limit_s": time_limit_s,
         "peak_flops": peak_flops,
+        "device_bytes": device_bytes,
         "ckpt_path": None if ckpt_path is None else str(ckpt_path),
         "link": link,
         "strategy": workers.strategy,
@@ -183,6 +185,8 @@ def _worker(config: dict[str, Any]) -> None:
             time_limit_s=config["time_limit_s"],
             peak_flops=config["peak_flops"],
             strategy=strategy,
+            workers=config["workers"],
+            device_bytes=config["device_bytes"],
             plugins=[RayLightningEnvironment()],
         )
     if run is not None:

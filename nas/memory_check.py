@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nas.spec import TrialSpec
-from trainers.config import RunConfig
-from trainers.measure.memory_fit import Fit, cheapest_fit
+from trainers.config import AUTO, RunConfig
+from trainers.measure.memory_fit import Fit, Headroom, applied, cheapest_fit, fit_auto, headroom
 from trainers.measure.memory_plan import MemoryPlan, gib, memory_plan
 
 UNITS = {
@@ -66,13 +66,34 @@ def gpu_memory() -> int | None:
 
 @dataclass(frozen=True, kw_only=True)
 class Target:
-    """What a sweep's trials run on: the memory of one device, whether it is a GPU (what 'auto'
-    precision resolves to), the data-parallel workers and whether they shard the parameters."""
+    """What a sweep's trials run on: the memory of one device (a trial's share of it), whether
+    it is a GPU (what 'auto' precision resolves to), the data-parallel workers and whether they
+    shard the parameters. A plan fits where its total is within the usable bytes: the memory
+    less the headroom of the device's kind (``trainers.measure.memory_fit``)."""
 
     device_bytes: int
     gpu: bool
     workers: int = 1
     sharded: bool = False
+
+    @property
+    def room(self) -> Headroom:
+        return headroom(self.gpu)
+
+    @property
+    def usable(self) -> int:
+        return self.room.usable(self.device_bytes)
+
+    def describe(self) -> str:
+        return self.room.describe(self.device_bytes)
+
+    def fit(self, cfg: RunConfig) -> Fit | None:
+        """The cheapest setting under which ``cfg`` fits (None: none does)."""
+        return cheapest_fit(cfg, self.usable, self.workers, self.sharded, self.gpu)
+
+    def auto(self, cfg: RunConfig) -> Fit | None:
+        """What ``train.micro_batch=auto`` resolves ``cfg`` to here (None: nothing fits)."""
+        return fit_auto(cfg, self.usable, self.workers, self.sharded, self.gpu)
 
 
 def plan_line(plan: MemoryPlan) -> str:
@@ -90,18 +111,57 @@ def cells(specs: Iterable[TrialSpec], base: RunConfig) -> dict[str, RunConfig]:
     return {s.arm: s.config for s in specs} or {"base": base}
 
 
+def as_run(cfg: RunConfig, target: Target | None) -> RunConfig:
+    """``cfg`` as its trial runs on ``target``: ``train.micro_batch=auto`` resolved there (a
+    cell nothing fits, and any cell without a target, as its whole share: what the check
+    refuses, or plans per worker)."""
+    if cfg.train.micro_batch != AUTO:
+        return cfg
+    fit = None if target is None else target.auto(cfg)
+    return applied(cfg, fit) if fit is not None else whole_share(cfg)
+
+
+def whole_share(cfg: RunConfig) -> RunConfig:
+    """``cfg`` with its micro-batch the worker's whole share (0)."""
+    import dataclasses
+
+    return dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, micro_batch=0))
+
+
 def _shortfall(cfg: RunConfig, target: Target) -> tuple[MemoryPlan, Fit | None] | None:
-    """None where ``cfg``'s plan fits the device; else the plan and the cheapest setting that
-    would fit (None: none does)."""
+    """None where ``cfg``'s plan fits the device (for 'auto': some micro-batch does); else the
+    plan and the cheapest setting that would fit (None: none does)."""
+    if cfg.train.micro_batch == AUTO:
+        if target.auto(cfg) is not None:
+            return None
+        cfg = whole_share(cfg)
     plan = memory_plan(cfg, target.workers, target.sharded, target.gpu)
-    if plan.total <= target.device_bytes:
+    if plan.total <= target.usable:
         return None
-    return plan, cheapest_fit(cfg, target.device_bytes, target.workers, target.sharded, target.gpu)
+    return plan, target.fit(cfg)
+
+
+def choice(cfg: RunConfig, target: Target | None) -> str:
+    """What 'auto' chose for ``cfg`` (``micro-batch auto: 16``, and checkpointing where it
+    needs it), or "" for a micro-batch given as a number."""
+    if cfg.train.micro_batch != AUTO:
+        return ""
+    if target is None:
+        return "micro-batch auto: chosen on each trial's device"
+    fit = target.auto(cfg)
+    if fit is None:
+        return "micro-batch auto: nothing fits"
+    run = applied(cfg, fit)
+    changed = run.train.checkpointing != cfg.train.checkpointing
+    return f"micro-batch auto: {run.train.micro_batch}" + (
+        ", every sublayer checkpointed" if changed else ""
+    )
 
 
 def verdict(cfg: RunConfig, target: Target) -> str:
-    """``fits 80 GiB`` or ``does not fit 512 MiB; cheapest that fits: --set ...``."""
-    size, short = gib(target.device_bytes), _shortfall(cfg, target)
+    """``fits 71.1 GiB usable of 80 GiB (...)`` or ``does not fit ...; cheapest that fits:
+    --set ...``."""
+    size, short = target.describe(), _shortfall(cfg, target)
     if short is None:
         return f"fits {size}"
     fit = short[1]
@@ -111,7 +171,7 @@ def verdict(cfg: RunConfig, target: Target) -> str:
 
 def check_cells(arms: Iterable[tuple[str, RunConfig]], target: Target) -> None:
     """ValueError (one line) naming the first cell whose plan does not fit, its estimate, the
-    device memory and the cheapest setting that would fit (or that none does)."""
+    usable memory and the cheapest setting that would fit (or that none does)."""
     for arm, cfg in arms:
         short = _shortfall(cfg, target)
         if short is None:
@@ -124,6 +184,6 @@ def check_cells(arms: Iterable[tuple[str, RunConfig]], target: Target) -> None:
         )
         raise ValueError(
             f"--device-memory: arm {arm} needs about {gib(plan.total)} per device "
-            f"({plan.precision}, micro-batch {plan.micro_batch}), more than "
-            f"{gib(target.device_bytes)}; {advice}"
+            f"({plan.precision}, micro-batch {plan.micro_batch}), more than the "
+            f"{target.describe()}; {advice}"
         )

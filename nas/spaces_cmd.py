@@ -83,16 +83,20 @@ def _show(space: Any, device: int | None, peak: float | None, mfu: float) -> Non
 
 
 def _memory(campaign: Any, base: Any, device: int | None) -> None:
-    """Each cell's (arm's) memory plan on one device, and with ``device`` whether it fits;
+    """Each cell's (arm's) memory plan on one device, and with ``device`` whether it fits
+    (within its usable memory: the headroom kept back) and what 'auto' micro-batches chose;
     a search's base configuration stands for its sampled ones."""
-    from nas.memory_check import Target, cells, plan_line, verdict
+    from nas.memory_check import Target, as_run, cells, choice, plan_line, verdict
     from trainers.measure.memory_plan import memory_plan
 
+    target = None if device is None else Target(device_bytes=device, gpu=True)
     print("  memory per device (1 worker; 'auto' precision as on a GPU):")
     for arm, cfg in cells(_cells(campaign), base).items():
-        line = f"    {arm}: {plan_line(memory_plan(cfg))}"
-        if device is not None:
-            line += f"; {verdict(cfg, Target(device_bytes=device, gpu=True))}"
+        picked = choice(cfg, target)
+        line = f"    {arm}: {plan_line(memory_plan(as_run(cfg, target)))}"
+        line += f"; {picked}" if picked else ""
+        if target is not None:
+            line += f"; {verdict(cfg, target)}"
         print(line)
 
 
@@ -103,17 +107,20 @@ def _cells(campaign: Any) -> Any:
 
 
 def _as_run(cfg: Any, device: int | None) -> tuple[Any, str]:
-    """``cfg`` as it would run on ``device`` (under the cheapest setting that fits it: a
-    smaller micro-batch, then checkpointing), and that setting's ``--set``s ('' if none)."""
-    import dataclasses
+    """``cfg`` as it would run on ``device`` ('auto' resolved there, or under the cheapest
+    setting that fits it: a smaller micro-batch, then checkpointing), and that setting's
+    ``--set``s ('' if none)."""
+    from nas.memory_check import Target, as_run
+    from trainers.measure.memory_fit import applied
 
-    from trainers.measure.memory_fit import cheapest_fit
-
-    fit = None if device is None else cheapest_fit(cfg, device)
+    target = None if device is None else Target(device_bytes=device, gpu=True)
+    run = as_run(cfg, target)
+    if run is not cfg or target is None:
+        return run, ""
+    fit = target.fit(cfg)
     if fit is None or fit.shard or not fit.settings:
         return cfg, ""
-    train = dataclasses.replace(cfg.train, **{k.split(".")[1]: v for k, v in fit.settings})
-    return dataclasses.replace(cfg, train=train), fit.advice()
+    return applied(cfg, fit), fit.advice()
 
 
 def _duration(seconds: float) -> str:

@@ -17,7 +17,7 @@ from nas import package_version
 from nas.campaign import Campaign
 from nas.checkpoints import latest_checkpoints
 from nas.plan_check import conflicts, refusal
-from nas.sweep_plan import Plan, SweepOptions
+from nas.sweep_plan import Plan, SweepOptions, stated_memory
 from nas.tracking import (
     RecordedTrial,
     StoredSweep,
@@ -208,4 +208,5 @@ def context(opts: SweepOptions, p: Plan, record: SweepRecord) -> SweepContext:
         deadline=None if opts.time_budget_h is None else time.time() + opts.time_budget_h * 3600,
         folder=str(p.folder),
         peak_flops=opts.peak_flops,
+        device_bytes=stated_memory(opts),
     )

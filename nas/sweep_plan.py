@@ -168,17 +168,54 @@ def _check_vocab(specs: Sequence[TrialSpec]) -> None:
             raise ValueError(f"{err} (arm {spec.arm!r})") from None
 
 
-def _check_memory(opts: SweepOptions, base: RunConfig, specs: Sequence[TrialSpec]) -> None:
-    """Every cell's memory plan fits a device (``--device-memory``, or the driver's GPU where
-    it has one; a CPU-only driver without the flag checks nothing). A search's sampled sizes
-    are not known yet: its base configuration stands for them."""
-    from nas.memory_check import Target, cells, check_cells, gpu_memory, has_cuda_driver
+def trial_memory(opts: SweepOptions) -> tuple[int | None, bool]:
+    """The memory one trial's device lends it (bytes; None: not known before a trial runs) and
+    whether that device is a GPU. ``--device-memory`` states it (a GPU's unless
+    ``--gpus-per-trial 0``); else a sweep on this machine trains on this machine's GPU, and a
+    cluster's is unknown here (the driver's own device says nothing about its workers'). A
+    fractional ``--gpus-per-trial`` shares one GPU between trials: each gets that share."""
+    from nas.memory_check import gpu_memory, has_cuda_driver
 
-    device = opts.device_memory or gpu_memory()
-    if device is None:
-        return
     gpus = opts.gpus_per_trial
-    gpu = (gpus or 0) > 0 or (gpus is None and has_cuda_driver())
+    cluster = bool(opts.address or os.environ.get("RAY_ADDRESS"))
+    device: int | None
+    if opts.device_memory is not None:
+        device, gpu = opts.device_memory, gpus is None or gpus > 0
+    elif cluster or gpus == 0:
+        return None, False
+    else:
+        device, gpu = gpu_memory(), has_cuda_driver()
+    if device is None:
+        return None, gpu
+    share = gpus if gpu and gpus is not None and 0 < gpus < 1 else 1.0
+    return int(device * share), gpu
+
+
+def stated_memory(opts: SweepOptions) -> int | None:
+    """The memory a trial resolves 'auto' micro-batches against, where the command states it
+    (``--device-memory``) or shares a GPU (a fractional ``--gpus-per-trial``); None: the trial
+    measures its own device."""
+    gpus = opts.gpus_per_trial
+    shared = gpus is not None and 0 < gpus < 1
+    return trial_memory(opts)[0] if opts.device_memory is not None or shared else None
+
+
+def _check_memory(opts: SweepOptions, base: RunConfig, specs: Sequence[TrialSpec]) -> None:
+    """Every cell's memory plan fits its trial's device (``trial_memory``), within the usable
+    memory its headroom leaves; a cell whose micro-batch is 'auto' fits where some micro-batch
+    does. A search's sampled sizes are not known yet: its base configuration stands for them.
+    Where the trials' device is not known here, nothing is checked, and a cluster sweep says
+    how to plan it."""
+    from nas.memory_check import Target, cells, check_cells
+
+    device, gpu = trial_memory(opts)
+    if device is None:
+        if opts.address or os.environ.get("RAY_ADDRESS"):
+            print(
+                "memory: not planned (the cluster's GPUs are not known to the driver); give "
+                "--device-memory to check every cell before launch"
+            )
+        return
     workers, sharded = opts.workers_per_trial, opts.strategy == "fsdp"
     target = Target(device_bytes=device, gpu=gpu, workers=workers, sharded=sharded)
     check_cells(cells(specs, base).items(), target)

@@ -127,6 +127,10 @@ def run_train(args: argparse.Namespace) -> int:
 
     if why := path_refusal(cfg, *where(cfg.train)):
         raise ValueError(why)
+    from trainers.training.run import fit_micro_batch
+
+    auto = cfg.train.micro_batch == "auto"
+    cfg = fit_micro_batch(cfg)  # 'auto' resolved on this device, before anything is written
     source = load_source(cfg.data, cfg.model)  # every data error surfaces before any write
     _quiet_lightning()
     from trainers.training.outputs import save_run
@@ -137,6 +141,9 @@ def run_train(args: argparse.Namespace) -> int:
         f"training {m.residual}/{m.placement}/{m.norm}, {m.n_layers} layers, d_model "
         f"{m.d_model}, on {source.name}; outputs in {out}"
     )
+    if auto:
+        t = cfg.train
+        print(f"micro-batch auto: {t.micro_batch} sequences, checkpointing {t.checkpointing}")
     result, model = train(
         cfg, out, source=source, progress=not args.no_progress, peak_flops=args.peak_flops
     )

@@ -53,6 +53,9 @@ class SweepContext:
     deadline: float | None = None  # time.time() after which no trial starts (--time-budget)
     folder: str | None = None  # the sweep's storage folder: the trials' metric journals
     workers: Workers | None = None  # --workers-per-trial > 1: each trial's data-parallel group
+    # the memory a trial's device lends it where the command states it (nas.sweep_plan.
+    # stated_memory): what train.micro_batch=auto is resolved against; None: the device's own
+    device_bytes: int | None = None
 
     @property
     def space(self) -> Space:
@@ -166,7 +169,7 @@ def _finish(
     # Written once the store has just answered (the outcome), never at the fit's start, where a
     # store outage would stall training: a running trial's record names Ray's GPUs only.
     run.client.set_tag(run.run_id, Tag.DEVICE, result.device)
-    for tag, value in _path_tags(result.paths).items():
+    for tag, value in {**_path_tags(result.paths), **_step_tags(result)}.items():
         run.client.set_tag(run.run_id, tag, value)
     host.report(
         {**_objectives(status, result, ctx), Report.STATUS: status.value, Report.KEY: spec.key}
@@ -183,6 +186,13 @@ def _path_tags(paths: Any) -> dict[str, str]:
         Tag.DEPTH_PATH_REASON: paths.reason,
         Tag.KERNELS: json.dumps(paths.versions, sort_keys=True),
     }
+
+
+def _step_tags(result: Any) -> dict[str, str]:
+    """How each step ran: the micro-batch and checkpointing trained with ('auto' resolved)."""
+    if not result.micro_batch:
+        return {}
+    return {Tag.MICRO_BATCH: str(result.micro_batch), Tag.CHECKPOINTING: result.checkpointing}
 
 
 def _objectives(status: Status, result: Any, ctx: SweepContext) -> dict[str, float]:
@@ -266,6 +276,7 @@ def _fit(spec: TrialSpec, run: TrialRun, ctx: SweepContext, host: TrialHost) -> 
             ckpt_path=ckpt,
             time_limit_s=ctx.trial_timeout_s,
             peak_flops=ctx.peak_flops,
+            device_bytes=ctx.device_bytes,
         )
         return result
 
@@ -300,6 +311,7 @@ def _fit_data_parallel(
         workers,
         time_limit_s=ctx.trial_timeout_s,
         peak_flops=ctx.peak_flops,
+        device_bytes=ctx.device_bytes,
         ckpt_path=_loadable_in_place(candidates),
         link=link,
         storage=storage,

@@ -88,6 +88,10 @@ class Tag:
     DEPTH_PATH = "nas.depth_path"
     DEPTH_PATH_REASON = "nas.depth_path_reason"
     KERNELS = "nas.kernels"
+    # How each step ran (set by nas.trial): sequences per forward on one device and the
+    # activation checkpointing, as trained (train.micro_batch=auto resolved on the device)
+    MICRO_BATCH = "nas.micro_batch"
+    CHECKPOINTING = "nas.checkpointing"
     GIT_COMMIT = "nas.git_commit"
     VERSION = "nas.version"
     # parent, a tuned grid (search_spaces.lr_stage): one tag per arm, this prefix + the arm's

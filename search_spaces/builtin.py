@@ -243,6 +243,7 @@ TUNED_STAGE = LrStage("train.lr", 4.8e-4, 1.875e-2, log=True, points=5, seeds=1)
 #   paper tuned for its baseline and shared it, which favours the baseline; here each arm gets
 #   its own. Then 3 seeds at each arm's best: the smallest count whose noise is estimated.
 # - Warm-up 250 steps (5%), cosine to 10%: the harness's schedule.
+# - Each cell's micro-batch is 'auto': the largest its trial's device fits, with headroom.
 # `nas spaces depth_gpt2 --device-memory 80GiB --peak-flops 989e12` plans it (memory, micro-batch
 # and checkpointing per cell, time per trial and the sweep's GPU-hours); it is not run here.
 GPT2_DEPTHS = (12, 24, 48)
@@ -253,6 +254,7 @@ GPT2_SIZE: dict[str, Any] = {
     "model.vocab_size": 50304,
     "model.attnres_blocks": 8,
     "train.batch_size": 512,
+    "train.micro_batch": "auto",  # per cell, the largest its device fits (64, 32, 16 on 80 GiB)
     "train.max_steps": 5000,
     "train.warmup_steps": 250,
     "train.val_every": 500,

@@ -129,8 +129,9 @@ def test_the_micro_batch_fits_every_wiring_of_the_shape() -> None:
     divisor of the batch does not fit all of them (so the largest that fits was chosen)."""
     from benchmarks import gpu_table as gt
     from trainers.config import RunConfig, TrainConfig
+    from trainers.measure.memory_fit import GPU_HEADROOM
 
-    budget = gt.HEADROOM * H200_BYTES
+    budget = GPU_HEADROOM.usable(H200_BYTES)
     for dims in gt.SHAPES.values():
         micro = gt.micro_batch(dims, budget, quick=False)
 

@@ -57,6 +57,11 @@ Compile = Literal["auto", "true", "false"]
 # cannot run), or never ('torch'; compiled when train.compile is). The paths compute one function
 # but round differently (the kernels store bfloat16), so a campaign can pin one.
 DepthPath = Literal["auto", "fused", "torch"]
+# Sequences one forward holds on one device: a number (0: the worker's whole share), or 'auto':
+# the largest that the memory plan fits on the trial's device with headroom, with activation
+# checkpointing only where no micro-batch fits without it (trainers.measure.memory_fit.fit_auto).
+AUTO = "auto"
+MicroBatch = int | Literal["auto"]
 
 # The validity matrix: the placements each residual type is defined for (each entry of
 # trainers.catalogue says why in its module and docs row).
@@ -412,10 +417,12 @@ class TrainConfig:
     batch_size: int = _help(
         "Sequences per optimizer step: the global batch, over every data-parallel worker.", 16
     )
-    micro_batch: int = _help(
+    micro_batch: MicroBatch = _help(
         "Sequences one forward holds on one device: each worker accumulates its share of the "
-        "global batch in micro-batches of this size (0: its whole share at once). How a step "
-        "runs, not what it trains: not part of a trial's identity.",
+        "global batch in micro-batches of this size (0: its whole share at once; 'auto': the "
+        "largest the memory plan fits on the trial's device with headroom, checkpointing "
+        "every sublayer only where none fits without). How a step runs, not what it trains: "
+        "not part of a trial's identity.",
         0,
     )
     checkpointing: Checkpointing = _help(
@@ -538,7 +545,14 @@ class TrainConfig:
             )
 
 
-def _check_micro_batch(batch_size: int, micro_batch: int) -> None:
+def _check_micro_batch(batch_size: int, micro_batch: MicroBatch) -> None:
+    if micro_batch == AUTO:
+        return
+    if not isinstance(micro_batch, int) or isinstance(micro_batch, bool):
+        raise ValueError(
+            f"train.micro_batch: {micro_batch!r} is not allowed; allowed: 'auto', 0 (the whole "
+            "batch) or a divisor of train.batch_size"
+        )
     if micro_batch < 0:
         raise ValueError(
             f"train.micro_batch: {micro_batch} is negative; allowed: 0 (the whole batch) or a "
@@ -565,13 +579,25 @@ def micro_steps(t: TrainConfig, workers: int = 1) -> int:
             "data-parallel workers each take an equal share of every batch"
         )
     share = t.batch_size // workers
-    if t.micro_batch and share % t.micro_batch:
+    micro = micro_batch_of(t)
+    if micro and share % micro:
         raise ValueError(
             f"train.micro_batch: {t.micro_batch} does not divide each worker's share ({share}) "
             f"of train.batch_size {t.batch_size} over {workers} workers; allowed: a divisor of "
             f"{share}, or 0 (the whole share at once)"
         )
-    return share // t.micro_batch if t.micro_batch else 1
+    return share // micro if micro else 1
+
+
+def micro_batch_of(t: TrainConfig) -> int:
+    """``train.micro_batch`` as a number (0: the whole share); ValueError while it is 'auto',
+    which only the device it runs on resolves (``trainers.measure.memory_fit.resolve_auto``)."""
+    if isinstance(t.micro_batch, str):
+        raise ValueError(
+            "train.micro_batch: 'auto' is not resolved; trainers.measure.memory_fit.fit_auto "
+            "chooses it for the device (training does)"
+        )
+    return t.micro_batch
 
 
 @dataclass(frozen=True, kw_only=True)

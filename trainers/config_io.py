@@ -7,6 +7,7 @@ print it as one line.
 from __future__ import annotations
 
 import dataclasses
+import types
 import typing
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -28,7 +29,15 @@ def _field_types(cls: type[Any]) -> dict[str, Any]:
     return types
 
 
+def _members(tp: Any) -> tuple[Any, ...]:
+    """The types a field takes: a union's members (``train.micro_batch``: a number or 'auto'),
+    else the type alone."""
+    return get_args(tp) if get_origin(tp) in (typing.Union, types.UnionType) else (tp,)
+
+
 def _type_name(tp: Any) -> str:
+    if len(_members(tp)) > 1:
+        return " or ".join(_type_name(m) for m in _members(tp))
     if get_origin(tp) is Literal:
         return "one of " + ", ".join(map(str, get_args(tp)))
     return getattr(tp, "__name__", str(tp))
@@ -46,7 +55,16 @@ def _switch_word(tp: Any, value: Any) -> Any:
 
 
 def _check_value(key: str, tp: Any, value: Any) -> Any:
-    """Accept a YAML-typed value for a field of type ``tp`` (ints widen to floats)."""
+    """Accept a YAML-typed value for a field of type ``tp`` (ints widen to floats; a union
+    takes what any of its members takes)."""
+    members = _members(tp)
+    if len(members) > 1:
+        for member in members:
+            try:
+                return _check_value(key, member, value)
+            except ValueError:
+                continue
+        raise ValueError(f"{key}: {value!r} has the wrong type; expected {_type_name(tp)}")
     value = _switch_word(tp, value)
     ok = {
         bool: isinstance(value, bool),
@@ -61,7 +79,16 @@ def _check_value(key: str, tp: Any, value: Any) -> Any:
 
 
 def _parse_text(key: str, tp: Any, text: str) -> Any:
-    """Turn the text of a ``--set`` value into the field's type."""
+    """Turn the text of a ``--set`` value into the field's type (a union's first member that
+    reads it: a number, else one of its words)."""
+    members = _members(tp)
+    if len(members) > 1:
+        for member in members:
+            try:
+                return _check_value(key, member, _parse_text(key, member, text))
+            except ValueError:
+                continue
+        raise ValueError(f"{key}: {text!r} is not a valid {_type_name(tp)}")
     base = str if get_origin(tp) is Literal else tp
     if base is str:
         return _switch_word(tp, text.strip())

@@ -12,6 +12,8 @@ from nas.cli import main
 from nas.memory_check import parse_size
 from tests.nas import sweeps
 
+GIB = 2**30
+
 
 @pytest.mark.parametrize(
     "text,size",
@@ -37,40 +39,85 @@ def test_spaces_prints_each_cells_plan_and_whether_it_fits(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """`nas spaces smoke` shows every arm's plan per device; with a device memory too small for
-    the whole batch at once, whether it fits and the micro-batch that would."""
+    the whole batch at once, whether it fits and the micro-batch that would. A GPU keeps back
+    its stated headroom: 1 GiB of context, then a tenth of the rest, so 1026 MiB lends the plan
+    (1026 - 1024) x 0.9 = 1.8 MiB."""
     assert main(["spaces", "smoke"]) == 0
     out = capsys.readouterr().out
     assert "memory per device" in out and "block_attnres: params" in out
-    assert main(["spaces", "smoke", "--device-memory", "2MB"]) == 0
+    assert main(["spaces", "smoke", "--device-memory", "1026MiB"]) == 0
     lines = [x for x in capsys.readouterr().out.splitlines() if "total" in x]
     assert len(lines) == 2
-    assert all("does not fit 1.91 MiB; cheapest that fits: --set train.micro_batch=" in x
+    assert all("does not fit 1.8 MiB usable of 1 GiB (1 GiB context, 10% allocator reserve, "
+               "stated); cheapest that fits: --set train.micro_batch=" in x
                for x in lines)  # fmt: skip
     assert main(["spaces", "smoke", "--device-memory", "80GiB"]) == 0
-    assert capsys.readouterr().out.count("fits 80 GiB") == 2
+    assert capsys.readouterr().out.count("fits 71.1 GiB usable of 80 GiB") == 2
 
 
 @pytest.mark.slow  # a campaign on a real store: out of test-fast's budget, as before
 def test_a_sweep_that_does_not_fit_is_refused_then_runs_with_the_advice(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """The smoke grid on a CPU with 2 MB per device, the real command in this process: refused
+    """The smoke grid on CPU trials (``--gpus-per-trial 0``: no CUDA context kept back, a tenth
+    for the allocator) with 2.1 MB per device, the real command in this process: refused
     while planning, before anything starts (exit 2, one line naming the arm, its estimate and
     the cheapest --set; nothing written, no Ray); the same command with that --set plans and
     records every cell at that micro-batch (``tests.nas.sweeps.play``: the plan and the record
     as the command makes them, without Ray)."""
     import ray
 
-    assert main(sweeps.command(tmp_path, "smoke", "--device-memory", "2MB")) == 2
+    cpu = ["--device-memory", "2.1MB", "--gpus-per-trial", "0"]
+    assert main(sweeps.command(tmp_path, "smoke", *cpu)) == 2
     line = capsys.readouterr().err.strip()
     assert len(line.splitlines()) == 1 and "arm standard needs about" in line
-    assert "more than 1.91 MiB" in line and "--set train.micro_batch=2" in line
+    assert "more than the 1.8 MiB usable of 2 MiB" in line
+    assert "--set train.micro_batch=2" in line
     assert list(tmp_path.iterdir()) == [] and not ray.is_initialized()
     advice = line.split("fits: ")[1].split(" (")[0].split()
     losses = {("standard", 0): 3.0, ("block_attnres", 0): 2.9}
-    handed = sweeps.play(tmp_path, ["smoke", "--device-memory", "2MB", *advice], losses)
+    handed = sweeps.play(tmp_path, ["smoke", *cpu, *advice], losses)
     assert {s.config.train.micro_batch for s in handed} == {2}
     runs, _ = sweeps.runs(tmp_path, "smoke")
     children = [r for r in runs if r.data.tags.get("mlflow.parentRunId")]
     assert len(children) == 2
     assert {r.data.params["train.micro_batch"] for r in children} == {"2"}
+
+
+@pytest.mark.parametrize(
+    ("options", "expected"),
+    [
+        ({"device_memory": 80 * GIB}, (80 * GIB, True)),  # a stated memory is a GPU's
+        ({"device_memory": 80 * GIB, "gpus_per_trial": 0.5}, (40 * GIB, True)),  # a half share
+        ({"device_memory": 80 * GIB, "gpus_per_trial": 2}, (80 * GIB, True)),  # per device
+        ({"device_memory": 2 * GIB, "gpus_per_trial": 0}, (2 * GIB, False)),  # CPU trials
+        ({"address": "10.0.0.1:6379"}, (None, False)),  # a cluster's GPUs: not the driver's
+        ({"gpus_per_trial": 0}, (None, False)),
+    ],
+)
+def test_a_trial_is_planned_on_its_own_device(
+    options: dict[str, object], expected: tuple[int | None, bool], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The memory a sweep plans each trial with: the stated one, divided by a fractional GPU
+    share; never the driver's own device for a cluster's trials. The 'auto' micro-batches of
+    the trials are resolved against it where it is stated or shared."""
+    from nas.sweep_plan import SweepOptions, stated_memory, trial_memory
+
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    opts = SweepOptions(space="smoke", **options)  # type: ignore[arg-type]
+    assert trial_memory(opts) == expected
+    shared = 0 < (opts.gpus_per_trial or 1) < 1
+    assert stated_memory(opts) == (expected[0] if "device_memory" in options or shared else None)
+
+
+def test_a_cluster_sweep_without_a_device_memory_says_it_is_not_planned(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A driver outside the cluster does not check the cells against its own device; it says
+    so and how to plan them."""
+    from nas.sweep_plan import SweepOptions, _check_memory
+    from trainers.config import RunConfig
+
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    _check_memory(SweepOptions(space="smoke", address="10.0.0.1:6379"), RunConfig(), [])
+    assert "memory: not planned" in capsys.readouterr().out

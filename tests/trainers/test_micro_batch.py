@@ -4,6 +4,7 @@ same gradient and the same optimizer step as the whole batch at once, for every 
 from __future__ import annotations
 
 import dataclasses
+import math
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,9 @@ from trainers.config import (
     flatten_read,
     micro_steps,
 )
-from trainers.config_io import from_dict
+from trainers.config_io import build_config, from_dict
+from trainers.measure.memory_fit import CPU_HEADROOM
+from trainers.measure.memory_plan import memory_plan
 from trainers.model.transformer import DeepTransformer
 from trainers.training.accumulate import accumulate_gradients, micro_chunks
 from trainers.training.run import train
@@ -110,7 +113,7 @@ def test_chunks_are_consecutive_and_cover_the_batch() -> None:
     assert len(micro_chunks(x, x, 0)) == 1 and len(micro_chunks(x, x, 6)) == 1
 
 
-def _fit(tmp_path: Path, residual: str, micro: int) -> tuple[object, DeepTransformer]:
+def _config(residual: str, micro: int | str) -> RunConfig:
     run = {
         "model": {
             "residual": residual,
@@ -133,7 +136,15 @@ def _fit(tmp_path: Path, residual: str, micro: int) -> tuple[object, DeepTransfo
         },
         "data": {"source": "synthetic", "hops": 1, "n_symbols": 8},
     }
-    result, model = train(from_dict(run), tmp_path / f"{residual}-{micro}", progress=False)
+    return from_dict(run)
+
+
+def _fit(
+    tmp_path: Path, residual: str, micro: int | str, device_bytes: int | None = None
+) -> tuple[object, DeepTransformer]:
+    out = tmp_path / f"{residual}-{micro}"
+    cfg = _config(residual, micro)
+    result, model = train(cfg, out, progress=False, device_bytes=device_bytes)
     return result, model
 
 
@@ -154,6 +165,35 @@ def test_training_in_micro_batches_reaches_the_same_parameters(
     assert micro.val_loss == pytest.approx(whole.val_loss, rel=1e-10)  # type: ignore[attr-defined]
     for (name, p), q in zip(a.state_dict().items(), b.state_dict().values(), strict=True):
         torch.testing.assert_close(q, p, rtol=1e-8, atol=1e-10, msg=name)
+
+
+def test_auto_trains_the_largest_micro_batch_its_device_fits(tmp_path: Path) -> None:
+    """Told its device lends just what micro-batch 2 needs (the plan's estimate over the CPU's
+    90%), an 'auto' trial trains in micro-batches of 2, not 4, records them, and ends at the
+    whole batch's parameters, as any micro-batch does."""
+    two = _config("standard", 2)
+    device = math.ceil(memory_plan(two, gpu=False).total / (1 - CPU_HEADROOM.reserve))
+    assert memory_plan(_config("standard", 4), gpu=False).total > device  # 4 does not fit
+    whole, a = _fit(tmp_path, "standard", 0)
+    auto, b = _fit(tmp_path, "standard", "auto", device_bytes=device)
+    assert (auto.micro_batch, auto.checkpointing) == (2, "none")  # type: ignore[attr-defined]
+    assert whole.micro_batch == 8  # type: ignore[attr-defined]  # the whole share, as a number
+    for (name, p), q in zip(a.state_dict().items(), b.state_dict().values(), strict=True):
+        torch.testing.assert_close(q, p, rtol=1e-8, atol=1e-10, msg=name)
+
+
+def test_auto_is_a_micro_batch_word() -> None:
+    """'auto' reads from a --set and from YAML; other words, a bool or a float are refused
+    naming the field and what it takes."""
+    assert build_config(overrides=["train.micro_batch=auto"]).train.micro_batch == "auto"
+    assert build_config(overrides=["train.micro_batch=4"]).train.micro_batch == 4
+    assert from_dict({"train": {"micro_batch": "auto"}}).train.micro_batch == "auto"
+    for bad in ("AUTO", "some", "1.5"):
+        with pytest.raises(ValueError, match=r"train\.micro_batch: .*allowed: 'auto'"):
+            build_config(overrides=[f"train.micro_batch={bad}"])
+    for value in (True, 2.0):
+        with pytest.raises(ValueError, match=r"expected int or one of auto"):
+            from_dict({"train": {"micro_batch": value}})
 
 
 def test_micro_batch_must_divide_the_batch() -> None:

@@ -2,7 +2,12 @@
 (``trainers.measure.memory_plan``): first a smaller micro-batch (the largest divisor of the worker's
 share that fits: the same step, more accumulation), then activation checkpointing (one more forward
 per step), then sharding the parameters over the data-parallel workers (FSDP: communication every
-step). Torch-free, like the plan."""
+step). ``train.micro_batch=auto`` is the same search from the whole share, without sharding.
+
+A device does not lend all its memory to the plan's tensors: the headroom (``Headroom``) keeps
+back the CUDA context with the libraries' workspaces and a share of the rest for the caching
+allocator's fragmentation. Its figures are stated here (``GPU_HEADROOM``); a trial on a GPU
+measures its context instead (``trainers.measure.device_memory``). Torch-free, like the plan."""
 
 from __future__ import annotations
 
@@ -10,8 +15,44 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from trainers.config import RunConfig
-from trainers.measure.memory_plan import MemoryPlan, memory_plan
+from trainers.config import AUTO, RunConfig, micro_batch_of
+from trainers.measure.memory_plan import MemoryPlan, gib, memory_plan
+
+
+@dataclass(frozen=True, kw_only=True)
+class Headroom:
+    """What a device keeps back from the plan's tensors: ``context`` bytes (the CUDA context,
+    cuBLAS's and the kernels' workspaces, the loaded kernels) and ``reserve``, a fraction of
+    the rest (blocks the caching allocator holds but cannot hand out: fragmentation).
+    ``source`` says whether the figures were stated or measured."""
+
+    context: int
+    reserve: float
+    source: str = "stated"
+
+    def usable(self, device_bytes: int) -> int:
+        """The bytes of ``device_bytes`` the plan's tensors may take."""
+        return max(0, int((device_bytes - self.context) * (1.0 - self.reserve)))
+
+    def describe(self, device_bytes: int) -> str:
+        """``71.1 GiB usable of 80 GiB (1 GiB context, 10% allocator reserve, stated)``."""
+        parts = [f"{gib(self.context)} context"] if self.context else []
+        parts.append(f"{self.reserve:.0%} allocator reserve")
+        usable = gib(self.usable(device_bytes))
+        return f"{usable} usable of {gib(device_bytes)} ({', '.join(parts)}, {self.source})"
+
+
+# Stated, not yet measured by the harness: a CUDA context with cuBLAS's workspaces and the
+# compiled and Triton kernels' modules takes a GiB or less on recent GPUs, and PyTorch's caching
+# allocator reserves about a tenth more than it hands out in a training loop's steady state.
+GPU_HEADROOM = Headroom(context=2**30, reserve=0.10)
+# A CPU has no context to set aside; the allocator's reserve stands for the process's own.
+CPU_HEADROOM = Headroom(context=0, reserve=0.10)
+
+
+def headroom(gpu: bool) -> Headroom:
+    """The stated headroom of a GPU or of a CPU."""
+    return GPU_HEADROOM if gpu else CPU_HEADROOM
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -50,6 +91,53 @@ def cheapest_fit(
     return None
 
 
+def fit_auto(
+    cfg: RunConfig, budget: int, workers: int = 1, sharded: bool = False, gpu: bool = True
+) -> Fit | None:
+    """What ``train.micro_batch=auto`` resolves to within ``budget`` usable bytes: the largest
+    micro-batch dividing the worker's share that fits as ``cfg`` is checkpointed, else the
+    largest that fits with every sublayer checkpointed; None when one sequence does not."""
+    whole = _train(cfg, micro_batch=0)
+    fit = cheapest_fit(whole, budget, workers, sharded, gpu)
+    if fit is None or fit.shard:
+        return None
+    micro = ("train.micro_batch", fit.plan.micro_batch)
+    rest = tuple(item for item in fit.settings if item[0] != "train.micro_batch")
+    return Fit(settings=(*rest, micro), shard=False, plan=fit.plan)
+
+
+def applied(cfg: RunConfig, fit: Fit) -> RunConfig:
+    """``cfg`` under ``fit``'s settings (its sharding is the caller's: a strategy, not a
+    field)."""
+    return _train(cfg, **{key.split(".", 1)[1]: value for key, value in fit.settings})
+
+
+def resolve_auto(
+    cfg: RunConfig,
+    device_bytes: int,
+    room: Headroom,
+    workers: int = 1,
+    sharded: bool = False,
+    gpu: bool = True,
+) -> RunConfig:
+    """``cfg`` with ``train.micro_batch=auto`` resolved for a device of ``device_bytes`` under
+    ``room`` (unchanged when the micro-batch is a number); ValueError, one line, when even one
+    sequence with every sublayer checkpointed does not fit."""
+    if cfg.train.micro_batch != AUTO:
+        return cfg
+    fit = fit_auto(cfg, room.usable(device_bytes), workers, sharded, gpu)
+    if fit is not None:
+        return applied(cfg, fit)
+    one = _train(cfg, micro_batch=1, checkpointing="sublayer", batch_size=workers)
+    need = memory_plan(one, workers, sharded, gpu).total
+    shard = "" if sharded or workers == 1 else "shard it over the workers (--strategy fsdp), "
+    raise ValueError(
+        f"train.micro_batch=auto: one sequence with every sublayer checkpointed needs about "
+        f"{gib(need)} per device, more than the {room.describe(device_bytes)}; {shard}use a "
+        "device with more memory, or a smaller model"
+    )
+
+
 def _train(cfg: RunConfig, **changes: Any) -> RunConfig:
     return dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, **changes))
 
@@ -60,7 +148,7 @@ def _largest_micro_batch(
     """``cfg`` with the largest micro-batch, no larger than its own, dividing the worker's
     share, under which the plan fits; None when even one sequence does not."""
     share = cfg.train.batch_size // workers
-    current = cfg.train.micro_batch or share
+    current = micro_batch_of(cfg.train) or share
     for micro in range(current, 0, -1):
         if share % micro:
             continue

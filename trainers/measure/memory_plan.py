@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from trainers import catalogue
-from trainers.config import Checkpointing, ModelConfig, RunConfig, micro_steps
+from trainers.config import Checkpointing, ModelConfig, RunConfig, micro_batch_of, micro_steps
 from trainers.model.placement import PLACEMENTS
 
 ADAM_STATES = 2  # AdamW's exp_avg and exp_avg_sq, each the parameter's size and dtype
@@ -119,7 +119,7 @@ def memory_plan(
     ValueError when the global batch does not split evenly (``trainers.config.micro_steps``)."""
     m, t = cfg.model, cfg.train
     micro_steps(t, workers)  # the split's own error
-    micro = t.micro_batch or t.batch_size // workers
+    micro = micro_batch_of(t) or t.batch_size // workers
     precision = resolved_precision(t.precision, gpu)
     b = PRECISION_BYTES[precision]
     params = param_count(m)

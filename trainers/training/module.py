@@ -11,7 +11,7 @@ import torch
 from torch import Tensor
 
 from record.schema import Metric
-from trainers.config import RunConfig, TrainConfig, flatten
+from trainers.config import RunConfig, TrainConfig, flatten, micro_batch_of
 from trainers.model.checkpointing import enable_checkpointing
 from trainers.model.loss import lm_loss
 from trainers.model.optim_groups import group_record, optimizer_groups, param_groups
@@ -85,7 +85,7 @@ class LanguageModelModule(L.LightningModule):
         loss = accumulate_gradients(
             self.model,
             *batch,
-            self.cfg.train.micro_batch,
+            micro_batch_of(self.cfg.train),
             self.manual_backward,
             # data-parallel: gradients are averaged over ranks once, at the last micro-batch
             lambda last: nullcontext() if last else optimizer.toggle_model(sync_grad=False),
@@ -115,7 +115,7 @@ class LanguageModelModule(L.LightningModule):
     def validation_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> None:
         x, y = batch
         # in micro-batches, as training holds them: a validation batch is a training batch's size
-        chunks = micro_chunks(x, y, self.cfg.train.micro_batch)
+        chunks = micro_chunks(x, y, micro_batch_of(self.cfg.train))
         # A compiled graph is guarded on the grad mode, so validating under Lightning's no_grad
         # would compile a second graph. With gradients on, validation runs the training graph;
         # the autograd graph it builds is freed with each loss, and holds no more than a

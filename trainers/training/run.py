@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from record.schema import Metric
 from trainers.budget import resolve_budget
-from trainers.config import RunConfig, TrainConfig
+from trainers.config import AUTO, RunConfig, TrainConfig
 from trainers.data import DataSource
 
 if TYPE_CHECKING:
@@ -66,6 +66,10 @@ class TrainResult:
     # compiled or eager, and which implementation mixed depth, with the kernel packages'
     # versions (trainers.training.paths); None: unrecorded
     paths: Paths | None = None
+    # how each step ran: train.micro_batch and train.checkpointing as trained ('auto' resolved
+    # for the device: trainers.measure.memory_fit.resolve_auto)
+    micro_batch: int = 0
+    checkpointing: str = "none"
 
     def to_json(self) -> str:
         """Strict JSON: NaN and infinities (a diverged run's values) as null."""
@@ -98,6 +102,21 @@ def resolve_compile(t: TrainConfig) -> bool:
     from trainers.measure.device_cost import training_device
 
     return training_device(t.accelerator) == "cuda" and t.depth_path != "fused"
+
+
+def fit_micro_batch(
+    cfg: RunConfig, workers: int = 1, sharded: bool = False, device_bytes: int | None = None
+) -> RunConfig:
+    """``cfg`` with ``train.micro_batch=auto`` resolved on the device it trains on (its memory,
+    or ``device_bytes`` where the caller states it; ``trainers.measure.device_memory``), over
+    ``workers`` data-parallel workers; ValueError, one line, when nothing fits."""
+    if cfg.train.micro_batch != AUTO:
+        return cfg
+    from trainers.measure.device_memory import device_memory
+    from trainers.measure.memory_fit import resolve_auto
+
+    memory, room, gpu = device_memory(cfg.train.accelerator, device_bytes)
+    return resolve_auto(cfg, memory, room, workers, sharded, gpu)
 
 
 def _dilution_callback(cfg: RunConfig, data: Any, out_dir: Path, sharded: bool = False) -> Any:
@@ -139,6 +158,8 @@ def train(
     peak_flops: float | None = None,
     strategy: Any = None,
     plugins: Sequence[Any] = (),
+    workers: int = 1,
+    device_bytes: int | None = None,
 ) -> tuple[TrainResult, nn.Module]:
     """Fit ``cfg``; return the final validation metrics and the trained ``DeepTransformer``.
     Writes Lightning's logs (CSV by default) under ``out_dir``; the caller owns everything else
@@ -150,7 +171,9 @@ def train(
     ``strategy`` and ``plugins`` (Lightning's) train data-parallel over the processes they
     name (``nas.data_parallel`` passes Ray Train's DDP): ``train.batch_size`` stays the global
     batch, each rank taking an equal share of every step's sequences; the dilution profile
-    runs on rank 0 only."""
+    runs on rank 0 only. ``workers`` counts them, for ``train.micro_batch=auto``, which is
+    resolved on this device (``fit_micro_batch``; ``device_bytes``: the memory the caller plans
+    one device with)."""
     if resolve_budget(cfg) != cfg:  # a budget trains its own length, never max_steps' default
         raise ValueError(
             "train: the configuration's budget is not resolved; build it with "
@@ -168,10 +191,11 @@ def train(
     from trainers.training.sharding import ShardedModule
     from trainers.training.step_timer import StepTimer
 
+    sharded = _sharded(strategy)
+    cfg = fit_micro_batch(cfg, workers, sharded, device_bytes)
     t = cfg.train
     L.seed_everything(t.seed, workers=True, verbose=False)
     data = LMDataModule(cfg, source)
-    sharded = _sharded(strategy)
     module = (ShardedModule if sharded else LanguageModelModule)(cfg, data.source.bytes_per_token)
     device, dtype = where(t)
     # 'auto' leaves a sharded model eager: compiling before FSDP2 shards it is untried here
@@ -229,6 +253,8 @@ def train(
         cost=meter.finish(_rate(per_token * timed * per_rank * seq, wall, timed)),
         decode=decode,
         paths=taken(module.model, device, dtype, compiled),
+        micro_batch=int(t.micro_batch) or t.batch_size // workers,
+        checkpointing=t.checkpointing,
     )
     if stop is not None:
         result = replace(result, status=stop.status, reason=stop.reason, stop_step=stop.step)
