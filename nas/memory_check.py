@@ -7,16 +7,21 @@ swaps rather than failing at a fixed size, and the default path stays as fast as
 
 from __future__ import annotations
 
+import itertools
 import re
 import shutil
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from nas.spec import TrialSpec
+from search_spaces.distributions import Distribution, FloatRange, IntRange
 from trainers.config import AUTO, RunConfig
 from trainers.measure.memory_fit import Fit, Headroom, applied, cheapest_fit, fit_auto, headroom
 from trainers.measure.memory_plan import MemoryPlan, gib, memory_plan
+
+if TYPE_CHECKING:
+    from nas.campaign import Campaign
 
 UNITS = {
     "": 1,
@@ -105,10 +110,52 @@ def plan_line(plan: MemoryPlan) -> str:
     )
 
 
-def cells(specs: Iterable[TrialSpec], base: RunConfig) -> dict[str, RunConfig]:
-    """Each arm's configuration, or the base's for a search (its sampled sizes are not known
-    before it runs): what a plan is made for."""
-    return {s.arm: s.config for s in specs} or {"base": base}
+def cells(campaign: Campaign) -> dict[str, RunConfig]:
+    """What a plan is made for: a grid's arms (a tuned grid's cells once per arm: its stage
+    trains each at several learning rates, which change neither memory nor time), or the
+    corners of a search (``corners``), or its base where it samples nothing that sizes it."""
+    specs = getattr(campaign, "cells", ()) or campaign.specs
+    if specs:
+        return {s.arm: s.config for s in specs}
+    if campaign.space.kind == "search":
+        return corners(campaign) or {"base": campaign.base}
+    return {"base": campaign.base}
+
+
+# A search's categorical parameters are planned at every combination of their values up to this
+# many; beyond it the plan names the first ones and says how many it left out.
+CORNERS = 64
+
+
+def corners(campaign: Campaign) -> dict[str, RunConfig]:
+    """The points of a search that bound its memory: every numeric parameter at its largest
+    value (width, depth, batch, context: memory grows with each) and every categorical one (a
+    wiring, a norm) at each of its values, up to ``CORNERS`` combinations. A corner that the
+    configuration rejects is left out (the search would find it infeasible)."""
+    numeric, categorical = {}, {}
+    for key, dist in campaign.space.params.items():
+        values = _values(dist)
+        if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+            numeric[key] = max(values)
+        else:
+            categorical[key] = values
+    out: dict[str, RunConfig] = {}
+    for combo in itertools.islice(itertools.product(*categorical.values()), CORNERS):
+        point = {**numeric, **dict(zip(categorical, combo, strict=True))}
+        try:
+            spec = campaign.spec_for(point)
+        except ValueError:
+            continue
+        label = ", ".join(f"{k.split('.')[-1]}={v}" for k, v in point.items())
+        out[f"largest ({label})"] = spec.config
+    return out
+
+
+def _values(dist: Distribution) -> tuple[Any, ...]:
+    """The values a distribution can draw that bound it: a choice's, a range's ends."""
+    if isinstance(dist, (IntRange, FloatRange)):
+        return (dist.low, dist.high)
+    return dist.grid()
 
 
 def as_run(cfg: RunConfig, target: Target | None) -> RunConfig:

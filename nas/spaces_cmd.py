@@ -85,25 +85,19 @@ def _show(space: Any, device: int | None, peak: float | None, mfu: float) -> Non
 def _memory(campaign: Any, base: Any, device: int | None) -> None:
     """Each cell's (arm's) memory plan on one device, and with ``device`` whether it fits
     (within its usable memory: the headroom kept back) and what 'auto' micro-batches chose;
-    a search's base configuration stands for its sampled ones."""
+    a search is planned at its corners (nas.memory_check.corners)."""
     from nas.memory_check import Target, as_run, cells, choice, plan_line, verdict
     from trainers.measure.memory_plan import memory_plan
 
     target = None if device is None else Target(device_bytes=device, gpu=True)
     print("  memory per device (1 worker; 'auto' precision as on a GPU):")
-    for arm, cfg in cells(_cells(campaign), base).items():
+    for arm, cfg in cells(campaign).items():
         picked = choice(cfg, target)
         line = f"    {arm}: {plan_line(memory_plan(as_run(cfg, target)))}"
         line += f"; {picked}" if picked else ""
         if target is not None:
             line += f"; {verdict(cfg, target)}"
         print(line)
-
-
-def _cells(campaign: Any) -> Any:
-    """The configurations a campaign trains: a tuned grid's cells once per arm (its stage
-    trains each at several learning rates, which change neither memory nor time)."""
-    return getattr(campaign, "cells", ()) or campaign.specs
 
 
 def _as_run(cfg: Any, device: int | None) -> tuple[Any, str]:
@@ -137,13 +131,17 @@ def _time(campaign: Any, base: Any, device: int | None, peak: float, mfu: float)
 
     where = "under the setting that fits the device" if device is not None else "as configured"
     print(f"  time per trial on one device ({where}; {peak / 1e12:g} TFLOP/s at {mfu:.0%} MFU):")
-    for arm, cfg in cells(_cells(campaign), base).items():
+    for arm, cfg in cells(campaign).items():
         run, advice = _as_run(cfg, device)
         t = time_plan(run, peak, mfu)
         line = f"    {arm}: {t.tokens:.3g} tokens, {t.flops:.3g} training FLOPs"
         print(f"{line}, {_duration(t.seconds)}" + (f" (with {advice})" if advice else ""))
     if campaign.space.kind == "search":
-        print("  sweep: a search samples its trials; the base's time above, once per trial")
+        trials = campaign.space.trials
+        print(
+            f"  sweep: a search samples its {trials} trials; each takes at most the largest "
+            f"corner's time above ({trials} x it bounds the sweep)"
+        )
         return
     trials = [s.config for s in campaign.specs] + [c.config for c in getattr(campaign, "cells", ())]
     seconds = sum(time_plan(_as_run(cfg, device)[0], peak, mfu).seconds for cfg in trials)

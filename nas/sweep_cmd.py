@@ -140,12 +140,14 @@ def add_sweep_parser(sub: Any) -> None:
     p.add_argument(
         "--device-memory",
         metavar="SIZE",
-        help="memory of one device, e.g. 80GiB, 24GB, 512MiB or bytes: a sweep any of whose "
-        "cells' memory plan (trainers/measure/memory_plan.py: parameters, gradients, AdamW "
-        "state, one "
-        "micro-batch's activations) exceeds it is refused before anything launches, with the "
-        "cheapest --set that fits (default: the GPU's own memory on a driver with GPUs; on a "
-        "CPU-only driver, no check)",
+        help="memory of the trials' device, e.g. 80GiB, 24GB, 512MiB or bytes (a GPU's unless "
+        "--gpus-per-trial 0; a fractional --gpus-per-trial gets its share): a sweep any of "
+        "whose cells' memory plan (trainers/measure/memory_plan.py: parameters, gradients, "
+        "AdamW state, one micro-batch's activations) exceeds its usable part (less the "
+        "headroom, trainers/measure/memory_fit.py) is refused before anything launches, with "
+        "the cheapest --set that fits, and train.micro_batch=auto is chosen within it (default: "
+        "a sweep on this machine, its GPU's memory; on a cluster or a CPU-only machine, no "
+        "check, and each trial chooses 'auto' on its own device)",
     )
     p.add_argument("--verbose", action="store_true", help="show Ray's own output")
     p.set_defaults(run=run)

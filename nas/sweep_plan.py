@@ -128,7 +128,7 @@ def plan(opts: SweepOptions) -> Plan:
         print(line)
     _check_workers(opts.workers_per_trial, base, campaign.specs)
     _check_vocab(campaign.specs)
-    _check_memory(opts, base, campaign.specs)
+    _check_memory(opts, campaign)
     _check_address(opts.address or os.environ.get("RAY_ADDRESS"))
     store = writer_store(opts.tracking_uri)
     return Plan(campaign, name, storage, store.uri, store.exists)
@@ -200,10 +200,11 @@ def stated_memory(opts: SweepOptions) -> int | None:
     return trial_memory(opts)[0] if opts.device_memory is not None or shared else None
 
 
-def _check_memory(opts: SweepOptions, base: RunConfig, specs: Sequence[TrialSpec]) -> None:
+def _check_memory(opts: SweepOptions, campaign: Campaign) -> None:
     """Every cell's memory plan fits its trial's device (``trial_memory``), within the usable
     memory its headroom leaves; a cell whose micro-batch is 'auto' fits where some micro-batch
-    does. A search's sampled sizes are not known yet: its base configuration stands for them.
+    does. A search is planned at its corners (``nas.memory_check.corners``): its largest
+    sizes with each of its categorical values.
     Where the trials' device is not known here, nothing is checked, and a cluster sweep says
     how to plan it."""
     from nas.memory_check import Target, cells, check_cells
@@ -218,7 +219,7 @@ def _check_memory(opts: SweepOptions, base: RunConfig, specs: Sequence[TrialSpec
         return
     workers, sharded = opts.workers_per_trial, opts.strategy == "fsdp"
     target = Target(device_bytes=device, gpu=gpu, workers=workers, sharded=sharded)
-    check_cells(cells(specs, base).items(), target)
+    check_cells(cells(campaign).items(), target)
 
 
 def _check_study_storage(url: str, campaign: Campaign) -> None:

@@ -115,9 +115,33 @@ def test_a_cluster_sweep_without_a_device_memory_says_it_is_not_planned(
 ) -> None:
     """A driver outside the cluster does not check the cells against its own device; it says
     so and how to plan them."""
+    from nas.campaign import campaign_of
     from nas.sweep_plan import SweepOptions, _check_memory
+    from search_spaces import BUILTIN
     from trainers.config import RunConfig
 
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
-    _check_memory(SweepOptions(space="smoke", address="10.0.0.1:6379"), RunConfig(), [])
+    campaign = campaign_of(BUILTIN["smoke"], RunConfig())
+    _check_memory(SweepOptions(space="smoke", address="10.0.0.1:6379"), campaign)
     assert "memory: not planned" in capsys.readouterr().out
+
+
+def test_a_search_is_planned_at_its_largest_corners(capsys: pytest.CaptureFixture[str]) -> None:
+    """pareto_size samples residual x depth x width: its plan holds the largest depth and width
+    with each wiring (not the base's 4 x 64), and a device too small for the largest is refused
+    before launch, naming that corner, as a grid's cell is."""
+    from nas.campaign import campaign_of
+    from nas.memory_check import cells
+    from search_spaces import BUILTIN
+    from trainers.settings import under_settings
+
+    space = BUILTIN["pareto_size"]
+    _, base, _ = under_settings(space.base, ())
+    planned = cells(campaign_of(space, base))
+    assert sorted(c.model.residual for c in planned.values()) == sorted(
+        space.params["model.residual"].values  # type: ignore[union-attr]
+    )
+    assert {(c.model.n_layers, c.model.d_model) for c in planned.values()} == {(16, 192)}
+    assert main(["sweep", "pareto_size", "--device-memory", "1100MiB"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "arm largest (n_layers=16, d_model=192, residual=" in err
