@@ -41,6 +41,21 @@ def add_spaces_parser(sub: Any) -> None:
         default=DEFAULT_MFU,
         help="the model FLOPs utilization the estimate assumes (default: %(default)s)",
     )
+    p.add_argument(
+        "--measure",
+        action="store_true",
+        help="time a few optimizer steps of each distinct cell on this machine's device, each "
+        "in its own process, after a warm-up step: per cell the measured step, tokens/s, MFU, "
+        "the first step (compilation) apart, the peak memory beside the plan, and the trial's "
+        "and the sweep's training time measured and by FLOPs (nas/cell_timing.py)",
+    )
+    p.add_argument(
+        "--measure-steps",
+        type=int,
+        default=5,
+        metavar="N",
+        help="steps timed per cell after the warm-up (default: %(default)s)",
+    )
     p.set_defaults(run=run_spaces)
 
 
@@ -54,16 +69,21 @@ def run_spaces(args: argparse.Namespace) -> int:
             f"--peak-flops {args.peak_flops:g} at --mfu {args.mfu:g}: the peak must be positive "
             "and the MFU in (0, 1]"
         )
+    if args.measure_steps < 2:
+        raise ValueError(f"--measure-steps {args.measure_steps}: give 2 or more")
     if not args.space:
         width = max(map(len, BUILTIN))
         for name, space in BUILTIN.items():
             print(f"{name:<{width}}  {space.description}")
         return 0
-    _show(get_space(args.space), device, args.peak_flops, args.mfu)
+    steps = args.measure_steps if args.measure else None
+    _show(get_space(args.space), device, args.peak_flops, args.mfu, steps)
     return 0
 
 
-def _show(space: Any, device: int | None, peak: float | None, mfu: float) -> None:
+def _show(
+    space: Any, device: int | None, peak: float | None, mfu: float, steps: int | None
+) -> None:
     from nas.campaign import campaign_of
     from trainers.settings import under_settings
 
@@ -80,6 +100,10 @@ def _show(space: Any, device: int | None, peak: float | None, mfu: float) -> Non
     _memory(campaign, base, device)
     if peak is not None:
         _time(campaign, base, device, peak, mfu)
+    if steps is not None:
+        from nas.measured_plan import show_measured
+
+        show_measured(campaign, device, peak, mfu, steps)
 
 
 def _memory(campaign: Any, base: Any, device: int | None) -> None:

@@ -117,3 +117,43 @@ def test_the_twin_keeps_the_study_but_its_size() -> None:
     assert study.base["model.attnres_blocks"] == twin.base["model.attnres_blocks"] == 8
     for size in ("model.d_model", "model.seq_len", "train.batch_size", "train.max_steps"):
         assert twin.base[size] < study.base[size]
+
+
+def test_measure_times_each_cell_in_its_own_process(capsys: pytest.CaptureFixture[str]) -> None:
+    """`nas spaces smoke --measure` trains each cell for a warm-up and 2 timed steps in a child
+    process and prints, per cell, a positive step time whose tokens/s is the batch's tokens
+    over it, and the sweep's measured training time beside the FLOP estimate."""
+    out = _plan(capsys, "smoke", "--measure", "--measure-steps", "2")
+    assert "measured on this machine (cpu; 2 steps after a warm-up step" in out
+    base = BUILTIN["smoke"].base
+    tokens = base["train.batch_size"] * base["model.seq_len"]
+    for arm in BUILTIN["smoke"].arms:
+        line = re.search(rf"^    {arm}: step ([\d.e+-]+) s, ([\d,]+) tokens/s, .*$", out, re.M)
+        assert line is not None, out
+        step, rate = float(line.group(1)), float(line.group(2).replace(",", ""))
+        assert step > 0 and rate == pytest.approx(tokens / step, rel=1e-2)  # both rounded
+        assert "measured," in line.group(0) and "by FLOPs at 40% MFU" in line.group(0)
+    assert re.search(r"sweep, measured: 2 trials, .* by FLOPs at 40% MFU", out), out
+
+
+def test_a_cell_that_fails_to_run_is_one_line() -> None:
+    """A cell whose child process fails (a GPU asked of a CPU machine) is one line naming what
+    failed; an out-of-memory error of any device reads as such."""
+    from nas.cell_timing import OOM, _why, measure
+
+    cfg = _cfg(accelerator="gpu", max_steps=2)
+    with pytest.raises(ValueError) as err:
+        measure(cfg, 2, 120)
+    assert "\n" not in str(err.value) and str(err.value)
+    assert _why(RuntimeError("CUDA out of memory. Tried to allocate 2 GiB")) == OOM
+    assert _why(ValueError("bad\nmore")) == "ValueError: bad"
+
+
+def test_a_trial_is_its_first_step_then_the_rest_at_the_steady_step() -> None:
+    from nas.cell_timing import CellTiming
+
+    timing = CellTiming(
+        step_s=0.5, first_step_s=30.0, peak_mem_mb=1.0, mfu=0.3, peak_flops=1e12, device="cpu",
+        wall_s=40.0,
+    )  # fmt: skip
+    assert timing.trial_seconds(1000) == 30.0 + 999 * 0.5

@@ -46,6 +46,7 @@ class TrainResult:
     wall_s: float
     tokens_per_s: float
     step_s: float = 0.0  # of wall_s, the time inside training steps (this process's steps)
+    first_step_s: float = 0.0  # of step_s, the first step's: a compiled run's compilation with it
     timed_steps: int = 0  # the steps this process trained: all of them unless resumed
     flops_per_token: int = 0  # training FLOPs per token (trainers.flops), the wiring's included
     train_flops: int = 0  # flops_per_token times the tokens of the ``steps`` trained
@@ -243,6 +244,7 @@ def train(
         tokens_per_s=_rate(timed * t.batch_size * cfg.model.seq_len, wall, timed),
         timed_steps=timed,
         step_s=timer.total_s,
+        first_step_s=timer.durations[0] if timer.durations else 0.0,
         device=str(trainer.strategy.root_device),
         flops_per_token=per_token,
         train_flops=train_flops(cfg.model, trainer.global_step, t.batch_size),
