@@ -25,6 +25,7 @@ Tune (ASHA, the searcher, the time budget) through Ray Train's ``TuneReportCallb
 
 from __future__ import annotations
 
+import dataclasses
 import pickle
 import tempfile
 from dataclasses import dataclass, replace
@@ -33,7 +34,7 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from nas.checkpoints import CKPT_NAME
 from nas.tracking import SweepRecord, TrialRun
-from trainers.config import RunConfig, micro_steps
+from trainers.config import AUTO, RunConfig, micro_steps
 
 if TYPE_CHECKING:  # torch: not for the driver, which imports this for the plan's checks
     from trainers.training.run import TrainResult
@@ -83,10 +84,14 @@ class TrialLink:
 
 def check_split(cfg: RunConfig, workers: int) -> None:
     """ValueError unless ``workers`` is at least 1 and splits the global batch into equal
-    shares, each a whole number of micro-batches."""
+    shares, each a whole number of micro-batches ('auto' picks a divisor of the share on the
+    trial's device: only the split is checked)."""
     if workers < 1:
         raise ValueError(f"workers: {workers} must be at least 1")
-    micro_steps(cfg.train, workers)
+    t = cfg.train
+    if t.micro_batch == AUTO:
+        t = dataclasses.replace(t, micro_batch=0)
+    micro_steps(t, workers)
 
 
 def train_data_parallel(

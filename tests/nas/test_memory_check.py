@@ -145,3 +145,18 @@ def test_a_search_is_planned_at_its_largest_corners(capsys: pytest.CaptureFixtur
     assert main(["sweep", "pareto_size", "--device-memory", "1100MiB"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "arm largest (n_layers=16, d_model=192, residual=" in err
+
+
+def test_an_auto_micro_batch_is_checked_for_the_split_only() -> None:
+    """Before launch an 'auto' micro-batch is not known: the workers' split of the global batch
+    is checked, and the micro-batch is left to the trial's device."""
+    import dataclasses
+
+    from nas.data_parallel import check_split
+    from trainers.config import RunConfig
+
+    base = RunConfig()
+    auto = dataclasses.replace(base, train=dataclasses.replace(base.train, micro_batch="auto"))
+    check_split(auto, 2)
+    with pytest.raises(ValueError, match="does not split evenly over 3 workers"):
+        check_split(auto, 3)
