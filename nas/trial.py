@@ -155,6 +155,7 @@ def _finish(
     }
     if result.cost is not None:
         final |= _cost_metrics(result.cost, trial_s)
+        final |= _planned(result)
     if result.decode is not None:
         final |= {
             Metric.FINAL_DECODE_TOKENS_PER_S: result.decode.tokens_per_s,
@@ -233,6 +234,18 @@ def _cost_metrics(cost: Any, trial_s: float) -> dict[str, float]:
         Metric.FINAL_GPU_POWER_W: cost.gpu_power_w,
     }
     return {k: float(v) for k, v in metrics.items() if v is not None}
+
+
+def _planned(result: Any) -> dict[str, float]:
+    """What the FLOP plan gave the steps the trial trained, at the MFU it assumes of the
+    device's peak (``trainers.measure.time_plan``); nothing where the peak is unknown."""
+    from trainers.measure.time_plan import DEFAULT_MFU, planned_seconds
+
+    peak = result.cost.peak_flops
+    if not (math.isfinite(peak) and peak > 0):
+        return {}
+    seconds = planned_seconds(result.train_flops, result.checkpointing, peak)
+    return {Metric.FINAL_PLANNED_TRAIN_S: seconds, Metric.FINAL_PLANNED_MFU: DEFAULT_MFU}
 
 
 def _hardware() -> str:

@@ -158,6 +158,10 @@ class Metric:
     FINAL_DEVICE_HOURS = "final/device_hours"
     FINAL_GPU_UTIL = "final/gpu_util"
     FINAL_GPU_POWER_W = "final/gpu_power_w"
+    # trainers.measure.time_plan: what the FLOP plan gave the steps trained (final/train_flops
+    # at the assumed MFU of final/peak_flops), against which final/step_s is what they took
+    FINAL_PLANNED_TRAIN_S = "final/planned_train_s"
+    FINAL_PLANNED_MFU = "final/planned_mfu"
     DILUTION_PREFIX = "dilution/"
     # trainers.measure.diagnostics' routing summaries (docs/diagnostics.md), of each dilution
     # profile: per-token statistics of the depth-mixing weights, the worst site's (the mean over
@@ -215,6 +219,8 @@ FINAL_METRICS = (
     Metric.FINAL_DEVICE_HOURS,
     Metric.FINAL_GPU_UTIL,
     Metric.FINAL_GPU_POWER_W,
+    Metric.FINAL_PLANNED_TRAIN_S,
+    Metric.FINAL_PLANNED_MFU,
 )
 
 

@@ -25,6 +25,7 @@ def build_report(
         sections.transfer_section(data),
         sections.coordcheck_section(data),
         sections.cost_section(data, rows),
+        sections.time_matched_section(data, rows),
         sections.axis_effects(data),
         sections.routing_section(data),
         sections.figure_section(data),

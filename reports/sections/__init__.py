@@ -19,6 +19,7 @@ from reports.sections.routing import routing_section
 from reports.sections.scaling import compute_section
 from reports.sections.search import search_section
 from reports.sections.seeds import seed_section, seeds_effect
+from reports.sections.time_matched import time_matched_section
 
 __all__ = [
     "axis_effects",
@@ -35,5 +36,6 @@ __all__ = [
     "search_section",
     "seed_section",
     "seeds_effect",
+    "time_matched_section",
     "transfer_section",
 ]

@@ -19,6 +19,7 @@ from reports.ablation import ArmRow
 from reports.document import Paragraph, Section, Table
 from reports.normalize import TrialView
 from reports.sections.cells import fmt
+from reports.sections.plan_cost import plan_blocks
 from reports.sweep import SweepData
 
 COLUMNS = (
@@ -239,6 +240,7 @@ def cost_section(data: SweepData, rows: list[ArmRow]) -> Section | None:
         _total_note(data.view),
         *_kernels_note(data.view.comparable),
         *_impossible_mfu(costs),
+        *plan_blocks(data.view, rows),
     ]
     return Section("Cost", (table, *notes))
 

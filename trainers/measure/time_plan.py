@@ -41,7 +41,13 @@ def time_plan(cfg: RunConfig, peak_flops: float, mfu: float = DEFAULT_MFU) -> Ti
         )
     t = cfg.train
     flops = train_flops(cfg.model, t.max_steps, t.batch_size)
-    done = flops * (RECOMPUTE if t.checkpointing == "sublayer" else 1.0)
-    return TimePlan(
-        t.max_steps * t.batch_size * cfg.model.seq_len, flops, done / (peak_flops * mfu)
-    )
+    seconds = planned_seconds(flops, t.checkpointing, peak_flops, mfu)
+    return TimePlan(t.max_steps * t.batch_size * cfg.model.seq_len, flops, seconds)
+
+
+def planned_seconds(
+    flops: float, checkpointing: str, peak_flops: float, mfu: float = DEFAULT_MFU
+) -> float:
+    """The plan's time for ``flops`` model training FLOPs: at ``mfu`` of ``peak_flops``, with
+    checkpointing's recomputed forward added."""
+    return flops * (RECOMPUTE if checkpointing == "sublayer" else 1.0) / (peak_flops * mfu)
