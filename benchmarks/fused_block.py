@@ -92,6 +92,63 @@ def _run(
     return out
 
 
+def fused_saved_bytes(device: str, residual: str) -> dict[str, float]:
+    """Bytes per token the fused path saves for the backward, counted by
+    ``saved_tensors_hooks`` inside its sources' ``mix`` (each storage once), under bf16
+    autocast at d_model 24 (rows padded to 32), against the memory plan's ``fused_saved``. Per
+    token: the count at two micro-batches, differenced, so the queries (one copy per step)
+    drop out."""
+    from trainers.measure.memory_plan import PRECISION_BYTES, fused_saved
+
+    cfg = exactness_config(24, residual)
+    counts = [_saved_in_mix(cfg, batch, device) for batch in (1, 2)]
+    per_token = (counts[1] - counts[0]) / cfg.seq_len
+    planned = fused_saved(cfg).bytes(PRECISION_BYTES["bf16-mixed"])
+    return {"measured": per_token, "planned": planned}
+
+
+def _saved_in_mix(cfg: ModelConfig, batch: int, device: str) -> int:
+    """Bytes the fused sources' ``mix`` saves for the backward over one forward of ``batch``
+    sequences, each storage once."""
+    from trainers.residual.attnres import fused as fused_attnres
+
+    torch.manual_seed(0)
+    model = DeepTransformer(cfg).to(device).train()
+    model.stream.fused = True  # type: ignore[union-attr]
+    saved: dict[int, int] = {}
+    inside = [False]
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        if inside[0] and t.dtype.is_floating_point:
+            storage = t.untyped_storage()
+            saved[storage.data_ptr()] = storage.nbytes()
+        return t
+
+    def counted(mix: Any) -> Any:
+        def wrapped(self: Any, *args: Any, **kwargs: Any) -> Any:
+            inside[0] = True
+            try:
+                return mix(self, *args, **kwargs)
+            finally:
+                inside[0] = False
+
+        return wrapped
+
+    classes = (fused_attnres.FusedSources, fused_attnres.FullFusedSources)
+    originals = {k: k.__dict__["mix"] for k in classes}
+    for klass, mix in originals.items():
+        klass.mix = counted(mix)  # type: ignore[method-assign]
+    idx = torch.randint(0, cfg.vocab_size, (batch, cfg.seq_len), device=device)
+    hooks = torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t)
+    try:
+        with hooks, torch.autocast(device, torch.bfloat16):
+            model(idx)
+    finally:
+        for klass, mix in originals.items():
+            klass.mix = mix  # type: ignore[method-assign]
+    return sum(saved.values())
+
+
 def _rounded_phase1(v: torch.Tensor, q: torch.Tensor, eps: float) -> tuple[Any, Any]:
     """Phase 1 in plain torch, as the kernel computes it (float32) and stores it: each query's
     softmax over RMS-normalized keys, the output in bfloat16, the log-sum-exp in float32."""
@@ -344,6 +401,7 @@ def run(quick: bool, device: str = "cpu", deadline: Deadline | None = None) -> d
         result["kernels"] = kernel_exactness(device)
         for case, (bf16, perturbed, d_model, residual) in MODEL_CASES.items():
             result[case] = exactness(device, bf16, perturbed, d_model, residual)
+        result["saved"] = {r: fused_saved_bytes(device, r) for r in ("block_attnres", "attnres")}
         result["exactness_s"] = time.perf_counter() - start
         if device == "cuda" and not quick and (deadline is None or deadline.left() > 0):
             result["timing"] = timing(device, deadline)

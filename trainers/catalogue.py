@@ -741,6 +741,28 @@ ATTENTIONS: tuple[Attention, ...] = (
     ),
 )
 
+# The wirings whose depth softmax the fused kernels (flash-attn-res:
+# trainers.residual.attnres.fused) compute, and the switch values they compute: the paper's
+# design only; any other value changes what a site computes.
+FUSED_RESIDUALS = ("attnres", "block_attnres")
+FUSED_SWITCHES: tuple[tuple[str, object], ...] = (
+    ("attnres_sources", "outputs"),
+    ("attnres_query", "static"),
+    ("attnres_key_norm", "rmsnorm"),
+    ("attnres_gate", "softmax"),
+    ("attnres_heads", 1),
+    ("attnres_window", 0),
+)
+
+
+def fused_computes(cfg: ModelConfig) -> bool:
+    """Whether the fused kernels compute ``cfg``'s depth softmax (a model configuration): its
+    wiring and every switch at the kernels' value; device and dtype are the dispatch's."""
+    if cfg.residual not in FUSED_RESIDUALS:
+        return False
+    return all(getattr(cfg, name) == value for name, value in FUSED_SWITCHES)
+
+
 SWITCHES: tuple[Switch, ...] = (
     Switch(field="attnres_key_norm", short="key_norm", paper="Table 4: w/o key RMSNorm"),
     Switch(field="attnres_gate", short="gate", paper="Table 4: sigmoid instead of softmax"),

@@ -215,6 +215,12 @@ def test_kernels_match_under_the_interpreter(tmp_path: Path) -> None:
     for name in ("phase2_out", "phase2_grad_sources", "phase2_grad_queries", "phase2_grad_partial"):
         assert k[name] < 2**-6, name
 
+    # What the fused path saves for the backward, per token, is what the memory plan counts for
+    # it (trainers.measure.memory_plan.fused_saved), byte for byte, for Block AttnRes's uneven
+    # partition and Full AttnRes's groups of 8 and 5, at a width the kernels pad.
+    for residual, saved in result["saved"].items():
+        assert saved["measured"] == saved["planned"], residual
+
     # The model level: the kernels store every site input in bfloat16 (one step: 2^-8 of the
     # value), which the existing path keeps in float32; through 12 sublayers of sharp random
     # softmaxes those roundings compound to far more than one step, by an amount that depends

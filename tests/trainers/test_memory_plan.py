@@ -171,3 +171,32 @@ def test_the_loss_is_taken_in_at_least_float32() -> None:
         assert plans[precision].logits == plans["32-true"].logits
     wide = torch.zeros(1, 2, TINY["vocab_size"], dtype=torch.float64)
     assert lm_loss(wide, torch.zeros(1, 2, dtype=torch.long)).dtype == torch.float64
+
+
+def test_the_fused_path_is_planned_where_it_runs() -> None:
+    """The plan counts the fused kernels' state where a trial would run them: on a GPU, in
+    bfloat16, for the paper's AttnRes, pinned (train.depth_path=fused) or left to the dispatch
+    in an uncompiled model; a compiled model, a CPU, float32 or a switch away from the paper's
+    takes the torch path. Where it runs, it keeps more than the buffered path at GPT-2's width
+    (768, rows padded to 1024)."""
+    import dataclasses
+
+    from trainers.config import RunConfig, TrainConfig
+    from trainers.measure.memory_plan import fused_plan
+
+    model = ModelConfig(residual="block_attnres", d_model=768, n_heads=12, n_layers=12)
+
+    def run(**train: object) -> RunConfig:
+        return RunConfig(model=model, train=TrainConfig(**train))  # type: ignore[arg-type]
+
+    assert fused_plan(run(depth_path="fused"), gpu=True)
+    assert fused_plan(run(compile="false"), gpu=True)
+    assert not fused_plan(run(), gpu=True)  # compiled by default on a GPU: the torch path
+    assert not fused_plan(run(depth_path="fused"), gpu=False)
+    assert not fused_plan(run(depth_path="fused", precision="32-true"), gpu=True)
+    sigmoid = dataclasses.replace(model, attnres_gate="sigmoid")
+    assert not fused_plan(RunConfig(model=sigmoid, train=TrainConfig(depth_path="torch")), True)
+    fused, buffered = depth_state(model, fused=True), depth_state(model)
+    assert fused.narrow > buffered.narrow
+    planned = memory_plan(run(depth_path="fused", micro_batch=1, batch_size=1)).depth_state
+    assert planned == round(fused.bytes(PRECISION_BYTES["bf16-mixed"]) * model.seq_len)

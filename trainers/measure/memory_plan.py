@@ -103,6 +103,17 @@ class MemoryPlan:
         return self.grads + self.optimizer
 
 
+def fused_plan(cfg: RunConfig, gpu: bool) -> bool:
+    """Whether the trial's depth softmax runs on the fused kernels
+    (``trainers.residual.attnres.fused``): on a GPU in bfloat16, for the wirings and switch
+    values they compute, where ``train.depth_path`` pins them, or leaves them to the dispatch
+    with the model uncompiled (a compiled model takes the torch path)."""
+    t = cfg.train
+    bf16 = resolved_precision(t.precision, gpu).startswith("bf16")
+    chosen = t.depth_path == "fused" or (t.depth_path == "auto" and t.compile == "false")
+    return gpu and bf16 and chosen and catalogue.fused_computes(cfg.model)
+
+
 def resolved_precision(precision: str, gpu: bool) -> str:
     """'auto' as ``trainers.training.run.resolve_precision`` resolves it: bf16-mixed on a GPU,
     32-true on a CPU."""
@@ -125,7 +136,8 @@ def memory_plan(
     params = param_count(m)
     per_device = -(-params // workers) if sharded and workers > 1 else params
     tokens = micro * m.seq_len
-    depth = depth_state(m, t.checkpointing).bytes(b) * tokens
+    fused = fused_plan(cfg, gpu)
+    depth = depth_state(m, t.checkpointing, fused).bytes(b) * tokens
     acts = activation_tokens(m, t.checkpointing).bytes(b) * tokens + fixed_elements(m) * b.wide
     return MemoryPlan(
         params=per_device * b.param,
@@ -264,14 +276,17 @@ def _site_extras(m: ModelConfig) -> Tokens:
     return Tokens(narrow=m.n_sublayers * keeps(m)) if keeps else Tokens()
 
 
-def depth_state(m: ModelConfig, checkpointing: Checkpointing = "none") -> Tokens:
+def depth_state(
+    m: ModelConfig, checkpointing: Checkpointing = "none", fused: bool = False
+) -> Tokens:
     """Per-token elements the wiring keeps across depth, outside every branch (checkpointing
     does not touch them): nothing for a single stream; AttnRes's stored sources and their
-    logits at every site (and, from the backward's start, a gradient of each); n streams per
-    sublayer for Hyper-Connections and mHC; DenseFormer's and MUDD's stacked block outputs."""
+    logits at every site (and, from the backward's start, a gradient of each; ``fused``: what
+    the fused kernels keep instead); n streams per sublayer for Hyper-Connections and mHC;
+    DenseFormer's and MUDD's stacked block outputs."""
     kind = m.residual
     if kind in ("attnres", "block_attnres"):
-        return _attnres(m)
+        return fused_saved(m) + fused_backward(m) if fused else _attnres(m)
     if kind in ("hyper", "mhc", "mhc_lite"):
         return _streams(m)
     if kind == "denseformer":
@@ -299,6 +314,64 @@ def _attnres(m: ModelConfig) -> Tokens:
         pairs = Tokens(narrow=(m.n_sublayers - blocks) * d)
         return values + logits + Tokens(wide=_group_weights(m)) + pairs
     return values + logits + Tokens(wide=_group_weights(m) + _merge_weights(m))
+
+
+def padded_width(m: ModelConfig) -> int:
+    """The row width the fused kernels load: ``d_model`` padded to a power of two."""
+    return 1 << (m.d_model - 1).bit_length()
+
+
+def _fused_groups(m: ModelConfig) -> list[tuple[int, int]]:
+    """Phase 1's calls on the fused path, as (sources stacked, sites queried). Block AttnRes:
+    one per block, at its first site, over the embedding and the summaries before it, for the
+    block's sites (the last block's also the output's), then one at the output over every
+    summary. Full AttnRes: one per group of ``ATTNRES_GROUP`` sites over every source stored at
+    its start, and one at each later site of the group, for itself, over the sources stored
+    since."""
+    sites = m.n_sublayers + 1
+    if m.residual == "block_attnres":
+        sizes = m.attnres_block_sizes
+        groups = [(b + 1, size) for b, size in enumerate(sizes)]
+        last_n, last_g = groups[-1]
+        return [*groups[:-1], (last_n, last_g + 1), (len(sizes) + 1, 1)]
+    out = []
+    for start in range(0, sites, ATTNRES_GROUP):
+        size = min(ATTNRES_GROUP, sites - start)
+        out.append((start + 1, size))
+        out.extend((r, 1) for r in range(1, size))
+    return out
+
+
+def fused_saved(m: ModelConfig) -> Tokens:
+    """What the fused path saves for the backward per token (rows of the padded width D):
+    each phase-1 call its stacked sources (bfloat16) and, in float32, each queried site's
+    log-sum-exp, each source's inverse rms and each site's logits over them. Block AttnRes
+    keeps a block's phase-1 outputs (bfloat16) where a later site's phase 2 reads them, and per
+    later site
+    of a block phase 2's padded partial sum, its logit and inverse rms; Full AttnRes per later
+    site of a group its merge: the two answers widened to float32 and their two weights."""
+    d_pad = padded_width(m)
+    narrow = wide = 0
+    for n, g in _fused_groups(m):
+        narrow += n * d_pad
+        wide += g + n + g * n
+    if m.residual == "block_attnres":
+        sizes = m.attnres_block_sizes
+        later = sum(size - 1 for size in sizes)
+        # a block's phase-1 outputs stay alive where a later site's phase 2 reads them
+        groups = _fused_groups(m)[: len(sizes)]
+        outputs = sum(g for (_, g), size in zip(groups, sizes, strict=True) if size > 1)
+        return Tokens(narrow=narrow + (outputs + later) * d_pad, wide=wide + 2 * later)
+    sites = m.n_sublayers + 1
+    later = sum(min(ATTNRES_GROUP, sites - s) - 1 for s in range(0, sites, ATTNRES_GROUP))
+    return Tokens(narrow=narrow, wide=wide + later * (2 * d_pad + 2))
+
+
+def fused_backward(m: ModelConfig) -> Tokens:
+    """What the backward's first phase-1 call allocates while every activation is alive: the
+    gradient of its stacked sources and its per-token query partials, float32 rows of D."""
+    n, g = _fused_groups(m)[-1]
+    return Tokens(wide=(n + g) * padded_width(m))
 
 
 def _buffered(m: ModelConfig) -> bool:

@@ -38,23 +38,16 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from trainers import catalogue
 from trainers.config import ModelConfig
 from trainers.residual.attnres.depth_attention import Schedule, Weights, unit_rms
 
 PACKAGE = "flash_attn_res"
 
-# The wirings whose depth softmax the kernels compute: Full and Block AttnRes.
-RESIDUALS = ("attnres", "block_attnres")
-# Each switch away from the paper's design changes what a site computes; the kernels compute
-# only the paper's. (field, value the kernels compute)
-PAPER: tuple[tuple[str, object], ...] = (
-    ("attnres_sources", "outputs"),
-    ("attnres_query", "static"),
-    ("attnres_key_norm", "rmsnorm"),
-    ("attnres_gate", "softmax"),
-    ("attnres_heads", 1),
-    ("attnres_window", 0),
-)
+# The wirings whose depth softmax the kernels compute (Full and Block AttnRes), and the switch
+# values they compute (the paper's): the catalogue's, which the torch-free memory plan reads too.
+RESIDUALS = catalogue.FUSED_RESIDUALS
+KERNEL_SWITCHES = catalogue.FUSED_SWITCHES
 
 
 @dataclass(frozen=True)
@@ -82,7 +75,7 @@ def fused_applies(
         return Verdict(
             False, f"residual={cfg.residual!r}: the kernels mix {' and '.join(RESIDUALS)}"
         )
-    for name, value in PAPER:
+    for name, value in KERNEL_SWITCHES:
         got = getattr(cfg, name)
         if got != value:
             return Verdict(False, f"{name}={got!r}: the kernels compute {name}={value!r} only")
