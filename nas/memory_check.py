@@ -51,6 +51,19 @@ def parse_size(text: str) -> int:
     return int(float(match.group(1)) * UNITS[unit])
 
 
+def stated_device(memory: str | None, gpu: str | None) -> int | None:
+    """The trials' device memory a command states: ``--device-memory``, else the memory of the
+    GPU ``--gpu`` names (``trainers.measure.gpu_types``); None for neither. ValueError, one
+    line, for a size or a GPU it does not know."""
+    if memory is not None:
+        return parse_size(memory)
+    if gpu is None:
+        return None
+    from trainers.measure.gpu_types import gpu_type
+
+    return gpu_type(gpu).memory
+
+
 def has_cuda_driver() -> bool:
     """Whether this machine has an NVIDIA driver, found without importing torch."""
     return Path("/proc/driver/nvidia").exists() or shutil.which("nvidia-smi") is not None

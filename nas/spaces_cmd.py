@@ -29,6 +29,13 @@ def add_spaces_parser(sub: Any) -> None:
         "cell fits it, and the cheapest --set that would where it does not",
     )
     p.add_argument(
+        "--gpu",
+        metavar="NAME",
+        help="a GPU by name (h100-sxm, h200-sxm, a100-80gb, l4, ...: "
+        "trainers/measure/gpu_types.py): its memory and dense bf16 peak where --device-memory "
+        "and --peak-flops are not given",
+    )
+    p.add_argument(
         "--peak-flops",
         type=float,
         metavar="FLOP/S",
@@ -60,10 +67,14 @@ def add_spaces_parser(sub: Any) -> None:
 
 
 def run_spaces(args: argparse.Namespace) -> int:
-    from nas.memory_check import parse_size
+    from nas.memory_check import stated_device
     from search_spaces import BUILTIN, get_space
 
-    device = None if args.device_memory is None else parse_size(args.device_memory)
+    device = stated_device(args.device_memory, args.gpu)
+    if args.gpu is not None and args.peak_flops is None:
+        from trainers.measure.gpu_types import gpu_type
+
+        args.peak_flops = gpu_type(args.gpu).bf16
     if args.peak_flops is not None and (args.peak_flops <= 0 or not 0 < args.mfu <= 1):
         raise ValueError(
             f"--peak-flops {args.peak_flops:g} at --mfu {args.mfu:g}: the peak must be positive "

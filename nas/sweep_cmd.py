@@ -149,6 +149,12 @@ def add_sweep_parser(sub: Any) -> None:
         "a sweep on this machine, its GPU's memory; on a cluster or a CPU-only machine, no "
         "check, and each trial chooses 'auto' on its own device)",
     )
+    p.add_argument(
+        "--gpu",
+        metavar="NAME",
+        help="the trials' GPU by name (h100-sxm, h200-sxm, a100-80gb, l4, ...: "
+        "trainers/measure/gpu_types.py): its memory where --device-memory is not given",
+    )
     p.add_argument("--verbose", action="store_true", help="show Ray's own output")
     p.set_defaults(run=run)
 
@@ -180,7 +186,7 @@ def options(args: argparse.Namespace) -> Any:
     """The parsed command as ``nas.sweep_plan.SweepOptions``; ValueError for values no sweep
     can take."""
     from nas.data_parallel import check_strategy
-    from nas.memory_check import parse_size
+    from nas.memory_check import stated_device
     from nas.sweep_plan import SweepOptions
 
     if (
@@ -217,7 +223,7 @@ def options(args: argparse.Namespace) -> Any:
         time_budget_h=args.time_budget,
         study_storage=args.study_storage,
         peak_flops=args.peak_flops,
-        device_memory=None if args.device_memory is None else parse_size(args.device_memory),
+        device_memory=stated_device(args.device_memory, args.gpu),
         verbose=args.verbose,
     )
 

@@ -160,3 +160,39 @@ def test_an_auto_micro_batch_is_checked_for_the_split_only() -> None:
     check_split(auto, 2)
     with pytest.raises(ValueError, match="does not split evenly over 3 workers"):
         check_split(auto, 3)
+
+
+@pytest.mark.parametrize(
+    ("device", "name"),
+    [
+        ("NVIDIA H100 80GB HBM3", "h100-sxm"),
+        ("NVIDIA H100 PCIe", "h100-pcie"),
+        ("NVIDIA H200", "h200-sxm"),
+        ("NVIDIA A100-SXM4-80GB", "a100-80gb"),
+        ("NVIDIA A100 80GB PCIe", "a100-80gb"),
+        ("NVIDIA A100-SXM4-40GB", "a100-40gb"),
+        ("NVIDIA L4", "l4"),
+    ],
+)
+def test_a_device_is_found_by_its_name_and_named_for_a_plan(device: str, name: str) -> None:
+    """The row a device's own name finds (its peak, on the device) is the row ``--gpu`` names
+    for a plan made elsewhere."""
+    import re
+
+    from trainers.measure.gpu_types import GPU_TYPES, gpu_type
+
+    found = next(g for g in GPU_TYPES if re.search(g.pattern, device))
+    assert found == gpu_type(name) and found.memory > 16 * GIB and found.bf16 > found.fp32 > 0
+
+
+def test_gpu_names_the_trials_device_and_its_peak(capsys: pytest.CaptureFixture[str]) -> None:
+    """`nas spaces depth_gpt2 --gpu h100-sxm` plans 81,559 MiB (79.6 GiB) and the H100's dense
+    bf16 peak; an unknown name is one line listing the known ones, exit 2, for `nas spaces` and
+    `nas sweep` alike."""
+    assert main(["spaces", "depth_gpt2", "--gpu", "h100-sxm"]) == 0
+    out = capsys.readouterr().out
+    assert "usable of 79.6 GiB" in out and "989.5 TFLOP/s at 40% MFU" in out
+    for command in (["spaces", "demo"], ["sweep", "demo"]):
+        assert main([*command, "--gpu", "h100"]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "unknown GPU; known: " in err and "h100-sxm" in err

@@ -22,6 +22,8 @@ from typing import Any, Literal
 
 import lightning as L
 
+from trainers.measure.gpu_types import GPU_TYPES
+
 Dtype = Literal["bf16", "fp32"]
 OVERRIDE = "--peak-flops"  # the source of a peak the user gave
 TERA = 1e12
@@ -40,31 +42,9 @@ class PeakRow:
     fp32: float
 
 
-# NVIDIA's datasheets print the tensor-core figures "with sparsity", twice the dense ones: the
-# bf16 column is half the printed figure. The first matching row wins, so the more specific
-# names (NVL, PCIe, GH200) come before the plain ones.
-PEAK_TABLE = (
-    # H200 datasheet (Tensor Core GPU, 2024): H200 NVL BF16 1,671 TFLOPS sparse, FP32 60
-    PeakRow(r"H200 NVL", "H200 NVL", 835.5 * TERA, 60 * TERA),
-    # GH200 Grace Hopper datasheet: the H100 SXM's figures, BF16 1,979 sparse, FP32 67
-    PeakRow(r"GH200", "GH200", 989.5 * TERA, 67 * TERA),
-    # H200 datasheet: H200 SXM BF16 1,979 TFLOPS sparse, FP32 67
-    PeakRow(r"\bH200\b", "H200 SXM", 989.5 * TERA, 67 * TERA),
-    # H100 datasheet: H100 NVL BF16 1,671 sparse, FP32 60
-    PeakRow(r"H100 NVL", "H100 NVL", 835.5 * TERA, 60 * TERA),
-    # H100 datasheet: H100 PCIe BF16 1,513 sparse, FP32 51
-    PeakRow(r"H100 PCIe", "H100 PCIe", 756.5 * TERA, 51 * TERA),
-    # H100 datasheet: H100 SXM BF16 1,979 sparse, FP32 67 ("NVIDIA H100 80GB HBM3")
-    PeakRow(r"\bH100\b", "H100 SXM", 989.5 * TERA, 67 * TERA),
-    # A100 datasheet: BF16 Tensor Core 312 (624 sparse), FP32 19.5; SXM and PCIe alike
-    PeakRow(r"\bA100\b", "A100", 312 * TERA, 19.5 * TERA),
-    # L40S datasheet: BF16 Tensor Core 362.05 (733 sparse), FP32 91.6
-    PeakRow(r"\bL40S\b", "L40S", 362.05 * TERA, 91.6 * TERA),
-    # L4 datasheet: BF16 Tensor Core 242 sparse, FP32 30.3
-    PeakRow(r"\bL4\b", "L4", 121 * TERA, 30.3 * TERA),
-    # A10 datasheet: BF16 Tensor Core 125 (250 sparse), FP32 31.2 (not the A10G: no match)
-    PeakRow(r"\bA10\b", "A10", 125 * TERA, 31.2 * TERA),
-)
+# The known GPUs' peaks (trainers.measure.gpu_types: their datasheets' figures); the first row
+# whose pattern is in the device's name wins.
+PEAK_TABLE = tuple(PeakRow(g.pattern, g.label, g.bf16, g.fp32) for g in GPU_TYPES)
 
 
 @dataclass(frozen=True, slots=True)
