@@ -36,7 +36,8 @@ OOM = "out of memory"
 class CellTiming:
     """One cell measured: its steady step (s), the first step (s), the peak memory its process
     reached (MB: the device's allocator peak on a GPU, the process's resident peak on a CPU),
-    MFU against the device's peak, the device, and the process's wall time (s)."""
+    MFU against the device's peak, the device, the process's wall time (s), and the
+    micro-batch and checkpointing it trained with."""
 
     step_s: float
     first_step_s: float
@@ -45,6 +46,8 @@ class CellTiming:
     peak_flops: float
     device: str
     wall_s: float
+    micro_batch: int = 0  # as trained: an 'auto' one resolved on the device
+    checkpointing: str = "none"
 
     def trial_seconds(self, steps: int) -> float:
         """A trial of ``steps`` steps: the first, then the rest at the steady step."""
@@ -117,6 +120,8 @@ def _child() -> None:
         "mfu": math.nan if cost is None else cost.mfu,
         "peak_flops": math.nan if cost is None else cost.peak_flops,
         "device": result.device,
+        "micro_batch": result.micro_batch,
+        "checkpointing": result.checkpointing,
     }
     print(json.dumps(answer))
 

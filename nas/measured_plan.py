@@ -5,13 +5,14 @@ device-hours follow from every trial's steps at its cell's measured step."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import Any
 
 from nas.cell_timing import OOM, CellTiming, measure
 from nas.memory_check import Target, as_run, cells
 from trainers.budget import resolve_budget
-from trainers.config import RunConfig
+from trainers.config import Checkpointing, RunConfig
 from trainers.measure.memory_plan import gib, memory_plan
 from trainers.measure.time_plan import time_plan
 
@@ -57,8 +58,9 @@ def _line(cfg: RunConfig, timing: CellTiming, peak: float | None, mfu: float) ->
     measured and estimated."""
     t = resolve_budget(cfg).train
     tokens = t.batch_size * cfg.model.seq_len / timing.step_s
-    plan = memory_plan(cfg, gpu=timing.device.startswith("cuda")) if _numeric(cfg) else None
-    estimate = "" if plan is None else f" (plan {gib(plan.total)})"
+    ran = _as_trained(cfg, timing)
+    plan = memory_plan(ran, gpu=timing.device.startswith("cuda"))
+    estimate = f" (plan {gib(plan.total)}, micro-batch {plan.micro_batch})"
     trial = timing.trial_seconds(t.max_steps)
     flop = time_plan(resolve_budget(cfg), peak or timing.peak_flops, mfu).seconds
     return (
@@ -68,8 +70,11 @@ def _line(cfg: RunConfig, timing: CellTiming, peak: float | None, mfu: float) ->
     )
 
 
-def _numeric(cfg: RunConfig) -> bool:
-    return not isinstance(cfg.train.micro_batch, str)
+def _as_trained(cfg: RunConfig, timing: CellTiming) -> RunConfig:
+    """``cfg`` with the micro-batch and checkpointing its measurement trained with."""
+    how: Checkpointing = "sublayer" if timing.checkpointing == "sublayer" else "none"
+    train = dataclasses.replace(cfg.train, micro_batch=timing.micro_batch, checkpointing=how)
+    return dataclasses.replace(cfg, train=train)
 
 
 def _sweep(
