@@ -3,7 +3,7 @@ then took, beside the FLOP plan (``trainers.measure.time_plan`` at its assumed M
 
 For each cell of a small sweep (3 wirings x 2 depths): the measured plan times a warm-up and a
 few steps in a process of its own and extrapolates to the trial's steps; the trial then trains
-in full, in another process, as ``nas train`` would (its own corpus, validations and dilution
+in full (twice, so that the machine's own run-to-run noise shows), in another process, as ``nas train`` would (its own corpus, validations and dilution
 profiles), and records the time inside its training steps (start-up, validation and diagnostics
 excluded, as the plan excludes them). Each plan's error is (plan - trial) / trial; the FLOP plan
 uses the trial's own measured device peak.
@@ -38,13 +38,15 @@ def settings(quick: bool) -> dict[str, Any]:
             "dims": {"d_model": 32, "n_heads": 2, "seq_len": 32},
             "train": {"batch_size": 4, "max_steps": 8, "val_every": 4},
             "measure_steps": 3,
+            "repeats": 1,
         }
     return {
         "wirings": list(WIRINGS),
         "depths": [4, 8],
         "dims": {"d_model": 128, "n_heads": 4, "seq_len": 128},
         "train": {"batch_size": 8, "max_steps": 80, "val_every": 40, "warmup_steps": 8},
-        "measure_steps": 5,
+        "measure_steps": 10,
+        "repeats": 2,
     }
 
 
@@ -86,17 +88,19 @@ def run(quick: bool = False) -> dict[str, Any]:
         for wiring in s["wirings"]:
             cfg = cell(wiring, depth, s)
             timing = measure(cfg, s["measure_steps"], 900)
-            done = trial(cfg)
-            steps = cfg.train.max_steps
-            measured = timing.trial_seconds(steps)
-            flops = time_plan(cfg, done["peak_flops"], DEFAULT_MFU).seconds
+            runs = [trial(cfg) for _ in range(s["repeats"])]
+            took = [r["step_s"] for r in runs]
+            mean = sum(took) / len(took)
+            measured = timing.trial_seconds(cfg.train.max_steps)
+            flops = time_plan(cfg, runs[0]["peak_flops"], DEFAULT_MFU).seconds
             cells[f"{wiring}|{depth}"] = {
-                "trial_s": done["step_s"],
+                "trial_s": mean,
+                "trial_spread": (max(took) - min(took)) / mean,
                 "measured_plan_s": measured,
                 "flop_plan_s": flops,
                 "measure_wall_s": timing.wall_s,
-                "measured_error": (measured - done["step_s"]) / done["step_s"],
-                "flop_error": (flops - done["step_s"]) / done["step_s"],
+                "measured_error": (measured - mean) / mean,
+                "flop_error": (flops - mean) / mean,
             }
     took = time.perf_counter() - start
     return {"name": NAME, "settings": s, **machine(), "cells": cells, "wall_s": took}
@@ -111,7 +115,8 @@ def markdown(result: dict[str, Any]) -> str:
         f"warm-up, each cell in its own process) against the trial's recorded time inside its "
         f"training steps, beside the FLOP plan at {DEFAULT_MFU:.0%} MFU of the trial's measured "
         f"peak; d_model={d['d_model']}, seq_len={d['seq_len']}, {t['batch_size']} sequences, "
-        f"{t['max_steps']} steps. Worst measured-plan error: "
+        f"{t['max_steps']} steps; each trial run {s['repeats']} times (trial s: their mean; "
+        f"spread: their range over it, the machine's own noise). Worst measured-plan error: "
         f"{100 * worst[1]['measured_error']:+.1f}% ({worst[0].replace('|', ', ')}); "
         f"{result['wall_s']:.0f} s in all.",
         "",
@@ -124,6 +129,7 @@ def markdown(result: dict[str, Any]) -> str:
                 f"`{wiring}`",
                 depth,
                 f"{c['trial_s']:.2f}",
+                f"{100 * c['trial_spread']:.0f}%",
                 f"{c['measured_plan_s']:.2f}",
                 f"{100 * c['measured_error']:+.1f}%",
                 f"{c['flop_plan_s']:.2f}",
@@ -135,6 +141,7 @@ def markdown(result: dict[str, Any]) -> str:
         "wiring",
         "n_layers",
         "trial s",
+        "spread",
         "measured plan s",
         "error",
         "FLOP plan s",

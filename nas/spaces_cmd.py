@@ -59,7 +59,7 @@ def add_spaces_parser(sub: Any) -> None:
     p.add_argument(
         "--measure-steps",
         type=int,
-        default=5,
+        default=10,
         metavar="N",
         help="steps timed per cell after the warm-up (default: %(default)s)",
     )
