@@ -71,6 +71,7 @@ class Row:
     # step time over standard's in the same shape and mode (fused: over compiled standard's)
     ratio: float | None = None
     peak_bytes: float | None = None
+    reserved_bytes: float | None = None  # the caching allocator's peak: what it held to serve it
     plan_bytes: float | None = None
     note: str = ""  # why the row has no figures, or what path it took
 
@@ -79,6 +80,7 @@ class Row:
             return "–" if x is None else format(x, fmt)
 
         gib = None if self.peak_bytes is None else self.peak_bytes / 2**30
+        held = None if self.reserved_bytes is None else self.reserved_bytes / 2**30
         plan = None if self.plan_bytes is None else self.plan_bytes / 2**30
         return [
             self.shape,
@@ -91,6 +93,7 @@ class Row:
             num(self.ratio, ".2f"),
             num(self.first_step_s, ".1f"),
             num(gib, ".2f"),
+            num(held, ".2f"),
             num(plan, ".2f"),
             self.note,
         ]
@@ -107,6 +110,7 @@ HEADER = [
     "vs standard",
     "first step (s)",
     "peak GiB",
+    "reserved GiB",
     "plan GiB",
     "note",
 ]
@@ -194,6 +198,7 @@ def measure(
         "tokens_per_s": tokens,
         "mfu": flops_per_token(cfg).total * tokens / peak,
         "peak_bytes": peak_memory_mb(device) * 2**20 if device == "cuda" else None,
+        "reserved_bytes": float(torch.cuda.max_memory_reserved()) if device == "cuda" else None,
     }
 
 
@@ -218,6 +223,8 @@ def run(
     peak = device_peak(device, "bf16-mixed" if device == "cuda" else "32-true").flops
     total = torch.cuda.get_device_properties(0).total_memory if device == "cuda" else 24 * 2**30
     usable = GPU_HEADROOM.usable(int(total))  # the plan's own headroom: what 'auto' keeps back
+    if device == "cuda":
+        _context(out, int(total))
     micros = {s: micro_batch(d, usable, quick) for s, d in shapes.items()}
     standard: dict[tuple[str, str], float] = {}
     for shape, mode, wiring in cells(shapes):
@@ -230,10 +237,28 @@ def run(
             row.note = f"not fused: {why}"
         else:
             row = _measured(row, cfg, device, timed, peak, standard)
-            run_cfg = RunConfig(model=cfg, train=TrainConfig(batch_size=row.micro_batch))
+            path = "fused" if mode == "fused" else "torch"  # the plan counts the path measured
+            train = TrainConfig(batch_size=row.micro_batch, depth_path=path)
+            run_cfg = RunConfig(model=cfg, train=train)
             row.plan_bytes = float(memory_plan(run_cfg, gpu=device == "cuda").total)
         writer.add(row)
     return writer.rows
+
+
+def _context(out: Path, total: int) -> None:
+    """The headroom's first term measured: what the GPU holds once this process has started
+    CUDA (its context and workspaces; anything else on the device), beside the stated figure,
+    into ``<out>/headroom.json`` and printed. The allocator's reserve is each row's reserved
+    over its peak."""
+    torch.zeros(1, device="cuda")  # CUDA started, as a trial's first tensor starts it
+    free, _ = torch.cuda.mem_get_info()
+    held = {"total": total, "context": total - free, "stated_context": GPU_HEADROOM.context}
+    (out / "headroom.json").write_text(json.dumps(held) + "\n")
+    print(
+        f"headroom: {held['context'] / 2**30:.2f} GiB held once CUDA started (stated: "
+        f"{GPU_HEADROOM.context / 2**30:.2f} GiB) of {total / 2**30:.1f} GiB",
+        flush=True,
+    )
 
 
 def _measured(
