@@ -5,9 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-DEFAULT_MFU = (
-    0.4  # trainers.measure.time_plan's, restated so that --help loads no torch-free module
-)
+from trainers.measure.time_plan import DEFAULT_MFU
 
 
 def add_spaces_parser(sub: Any) -> None:
