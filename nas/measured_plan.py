@@ -27,16 +27,19 @@ def show_measured(
     fails to run."""
     target = None if device is None else Target(device_bytes=device, gpu=True)
     runs = {arm: as_run(cfg, target) if target else cfg for arm, cfg in cells(campaign).items()}
-    start = time.perf_counter()
-    timings = {arm: _measure(arm, cfg, steps) for arm, cfg in runs.items()}
-    took = time.perf_counter() - start
-    where = next(iter(timings.values())).device
     print(
-        f"  measured on this machine ({where}; {steps} steps after a warm-up step, each cell in "
-        f"its own process; the measurement took {took:.0f} s):"
+        f"  measured on this machine ({steps} steps after a warm-up step, each cell in its own "
+        "process; each line as its cell finishes):",
+        flush=True,
     )
-    for arm, cfg in runs.items():
-        print(f"    {arm}: {_line(cfg, timings[arm], peak, mfu)}")
+    start = time.perf_counter()
+    timings = {}
+    for arm, cfg in runs.items():  # printed as measured: a run stopped early keeps its lines
+        timings[arm] = _measure(arm, cfg, steps)
+        print(
+            f"    {arm} ({timings[arm].device}): {_line(cfg, timings[arm], peak, mfu)}", flush=True
+        )
+    print(f"  the measurement took {time.perf_counter() - start:.0f} s")
     _sweep(campaign, runs, timings, peak, mfu)
 
 

@@ -124,11 +124,13 @@ def test_measure_times_each_cell_in_its_own_process(capsys: pytest.CaptureFixtur
     process and prints, per cell, a positive step time whose tokens/s is the batch's tokens
     over it, and the sweep's measured training time beside the FLOP estimate."""
     out = _plan(capsys, "smoke", "--measure", "--measure-steps", "2")
-    assert "measured on this machine (cpu; 2 steps after a warm-up step" in out
+    assert "measured on this machine (2 steps after a warm-up step" in out
     base = BUILTIN["smoke"].base
     tokens = base["train.batch_size"] * base["model.seq_len"]
     for arm in BUILTIN["smoke"].arms:
-        line = re.search(rf"^    {arm}: step ([\d.e+-]+) s, ([\d,]+) tokens/s, .*$", out, re.M)
+        line = re.search(
+            rf"^    {arm} \(cpu\): step ([\d.e+-]+) s, ([\d,]+) tokens/s, .*$", out, re.M
+        )
         assert line is not None, out
         step, rate = float(line.group(1)), float(line.group(2).replace(",", ""))
         assert step > 0 and rate == pytest.approx(tokens / step, rel=1e-2)  # both rounded
