@@ -30,8 +30,8 @@ from typing import Any
 from nas.store_errors import (
     OUTAGE_ENV,
     StoreRefusal,
+    StoreVerdict,
     TrackingOutage,
-    Verdict,
     judge,
     tolerance_s,
 )
@@ -168,7 +168,7 @@ class Outbox:
                 self.send(batch)
             except Exception as err:
                 self.error = first_line(err)
-                if judge(err) is not Verdict.RETRY:  # refused, or no store error: say so
+                if judge(err) is not StoreVerdict.RETRY:  # refused, or no store error: say so
                     with self.cond:
                         self.refused = self.error
                         self.cond.notify_all()

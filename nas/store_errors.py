@@ -53,7 +53,9 @@ class StoreRefusal(RuntimeError):
     """The tracking store refused a batch for good (``judge`` said ``FATAL``)."""
 
 
-class Verdict(enum.Enum):
+class StoreVerdict(enum.Enum):
+    """What a store error means for a write: try again, give up, or not a store's error at all."""
+
     RETRY = "retry"
     FATAL = "fatal"
     FOREIGN = "foreign"
@@ -131,7 +133,7 @@ def _store_kinds() -> tuple[type[BaseException], ...]:
     )
 
 
-def _verdict(err: BaseException) -> Verdict:
+def _verdict(err: BaseException) -> StoreVerdict:
     from http.client import HTTPException
 
     from mlflow.exceptions import MlflowException
@@ -145,19 +147,19 @@ def _verdict(err: BaseException) -> Verdict:
     from sqlalchemy.exc import OperationalError
 
     if isinstance(err, TrackingOutage | StoreRefusal):
-        return Verdict.FATAL
+        return StoreVerdict.FATAL
     malformed = (InvalidURL, InvalidSchema, MissingSchema, InvalidHeader)
     if isinstance(err, RequestException) and not isinstance(err, malformed):
-        return Verdict.RETRY  # the request did not get its answer: refused, reset, cut short
+        return StoreVerdict.RETRY  # the request did not get its answer: refused, reset, cut short
     if isinstance(err, (OperationalError, ConnectionError, TimeoutError, HTTPException)):
-        return Verdict.RETRY
+        return StoreVerdict.RETRY
     if isinstance(err, MlflowException) and err.error_code in _TRANSIENT_CODES:
-        return Verdict.RETRY
+        return StoreVerdict.RETRY
     text = str(err).lower()
-    return Verdict.RETRY if any(w in text for w in _TRANSIENT_WORDS) else Verdict.FATAL
+    return StoreVerdict.RETRY if any(w in text for w in _TRANSIENT_WORDS) else StoreVerdict.FATAL
 
 
-def judge(err: BaseException) -> Verdict:
+def judge(err: BaseException) -> StoreVerdict:
     """Whether a failed write is worth repeating (``RETRY``), is the store's final answer
     (``FATAL``), or is no store error (``FOREIGN``): the first store error in the chain of
     ``err`` decides."""
@@ -165,7 +167,7 @@ def judge(err: BaseException) -> Verdict:
     for e in _chain(err):
         if isinstance(e, kinds):
             return _verdict(e)
-    return Verdict.FOREIGN
+    return StoreVerdict.FOREIGN
 
 
 def store_error_line(err: BaseException) -> str | None:
@@ -192,7 +194,7 @@ def retrying(
         except Exception as err:
             now = time.monotonic()
             first = now if first is None else first
-            if judge(err) is not Verdict.RETRY or now - first + delay > limit:
+            if judge(err) is not StoreVerdict.RETRY or now - first + delay > limit:
                 raise
         sleep(delay)
         delay = min(delay * 2, MAX_DELAY_S)

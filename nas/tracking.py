@@ -29,7 +29,7 @@ from nas.outbox import (
     read_journal,
     unsent,
 )
-from nas.store_errors import RetryingClient, Verdict, judge, retrying, store_error_line
+from nas.store_errors import RetryingClient, StoreVerdict, judge, retrying, store_error_line
 from record.client import mlflow_client
 from record.read import child, children, sweep_parents, upgraded
 from record.redact import redact
@@ -94,7 +94,7 @@ def store_failure(err: BaseException) -> str | None:
     """The first line of a failure to reach or write the tracking store, found anywhere in the
     chain of ``err`` (Tune wraps what its callbacks raise), once ``judge`` has given up on it;
     None for any other error."""
-    if judge(err) is Verdict.FOREIGN:
+    if judge(err) is StoreVerdict.FOREIGN:
         return None
     line = store_error_line(err)
     return None if line is None else redact(line)

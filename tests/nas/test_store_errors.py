@@ -13,8 +13,8 @@ from mlflow.exceptions import MlflowException, RestException
 from nas.outbox import Outbox
 from nas.store_errors import (
     StoreRefusal,
+    StoreVerdict,
     TrackingOutage,
-    Verdict,
     judge,
     retrying,
     store_error_line,
@@ -71,7 +71,7 @@ AUTOFLUSH = (
 def test_a_passing_failure_is_retried(err: BaseException) -> None:
     """An unreachable or busy store, and a write refused because another writer's same row
     went in first, are worth trying again, also when wrapped."""
-    assert judge(err) is Verdict.RETRY
+    assert judge(err) is StoreVerdict.RETRY
 
 
 @pytest.mark.parametrize(
@@ -90,13 +90,13 @@ def test_a_passing_failure_is_retried(err: BaseException) -> None:
 def test_the_stores_final_answer_is_not_retried(err: BaseException) -> None:
     """What the store will answer again however often it is asked ends the writer, as does
     an outage already past the tolerance."""
-    assert judge(err) is Verdict.FATAL
+    assert judge(err) is StoreVerdict.FATAL
 
 
 def test_an_error_that_is_not_the_stores_is_foreign() -> None:
     """A bug or a training failure is no store error: neither retried nor named as one."""
     err = _wrapped(ValueError("n_heads must divide d_model"))
-    assert judge(err) is Verdict.FOREIGN
+    assert judge(err) is StoreVerdict.FOREIGN
     assert store_error_line(err) is None
     assert store_error_line(_wrapped(_rest("BAD_REQUEST", CONFLICT))) == (
         f"BAD_REQUEST: {CONFLICT}"

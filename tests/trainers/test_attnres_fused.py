@@ -30,7 +30,7 @@ from trainers.residual.probe import mixing_probe
 ROOT = Path(__file__).resolve().parents[2]
 
 # The paper's Block AttnRes at a power-of-two width: what the kernels compute.
-PAPER = tiny(residual="block_attnres", n_layers=4, attnres_blocks=3)
+PAPER_BLOCK = tiny(residual="block_attnres", n_layers=4, attnres_blocks=3)
 
 # Each switch changes what a site computes (or what the kernels can load): the existing path.
 SWITCHES: dict[str, dict[str, Any]] = {
@@ -41,28 +41,28 @@ SWITCHES: dict[str, dict[str, Any]] = {
 
 
 def test_never_fused_on_a_cpu() -> None:
-    verdict = fused_applies(PAPER, "cpu", available=True)
+    verdict = fused_applies(PAPER_BLOCK, "cpu", available=True)
     assert not verdict and "CUDA only" in verdict.reason
 
 
 def test_fused_for_the_papers_configuration_on_cuda() -> None:
-    assert fused_applies(PAPER, "cuda", available=True)
+    assert fused_applies(PAPER_BLOCK, "cuda", available=True)
     # Every partition: even, uneven (3 blocks of 8 sublayers), N = 1 and N = L; any width (the
     # rows are padded to a power of two).
     for blocks in (1, 2, 3, 5, 8):
-        assert fused_applies(dataclasses.replace(PAPER, attnres_blocks=blocks), "cuda", True)
-    assert fused_applies(dataclasses.replace(PAPER, d_model=24), "cuda", True)
-    assert fused_applies(dataclasses.replace(PAPER, residual="attnres"), "cuda", True)  # Full
+        assert fused_applies(dataclasses.replace(PAPER_BLOCK, attnres_blocks=blocks), "cuda", True)
+    assert fused_applies(dataclasses.replace(PAPER_BLOCK, d_model=24), "cuda", True)
+    assert fused_applies(dataclasses.replace(PAPER_BLOCK, residual="attnres"), "cuda", True)  # Full
 
 
 def test_not_fused_without_the_package() -> None:
-    verdict = fused_applies(PAPER, "cuda", available=False)
+    verdict = fused_applies(PAPER_BLOCK, "cuda", available=False)
     assert not verdict and "not importable" in verdict.reason
 
 
 @pytest.mark.parametrize("switch", SWITCHES)
 def test_each_switch_falls_back(switch: str) -> None:
-    cfg = dataclasses.replace(PAPER, **SWITCHES[switch])
+    cfg = dataclasses.replace(PAPER_BLOCK, **SWITCHES[switch])
     verdict = fused_applies(cfg, "cuda", available=True)
     assert not verdict
     assert next(iter(SWITCHES[switch])) in verdict.reason  # names the field that decided
@@ -71,7 +71,7 @@ def test_each_switch_falls_back(switch: str) -> None:
 @pytest.mark.parametrize("dtype", ["float32", "float16", "float64"])
 def test_only_bfloat16(dtype: str) -> None:
     # The kernels store their outputs in bfloat16: another dtype would see them rounded.
-    assert not fused_applies(PAPER, "cuda", available=True, dtype=dtype)
+    assert not fused_applies(PAPER_BLOCK, "cuda", available=True, dtype=dtype)
 
 
 def _sources(model: DeepTransformer, x: torch.Tensor) -> Sources:
@@ -83,10 +83,10 @@ def test_a_cpu_model_takes_the_existing_path() -> None:
     """The stream asks the rule on each forward: on a CPU it never builds the fused sources (and
     never imports Triton), and the model trains as before."""
     torch.manual_seed(0)
-    model = DeepTransformer(PAPER)
-    x = torch.randn(2, PAPER.seq_len, PAPER.d_model)
+    model = DeepTransformer(PAPER_BLOCK)
+    x = torch.randn(2, PAPER_BLOCK.seq_len, PAPER_BLOCK.d_model)
     assert not isinstance(_sources(model, x), FusedSources)
-    idx = torch.randint(0, PAPER.vocab_size, (2, PAPER.seq_len))
+    idx = torch.randint(0, PAPER_BLOCK.vocab_size, (2, PAPER_BLOCK.seq_len))
     model(idx).sum().backward()
     assert "flash_attn_res" not in sys.modules
 
@@ -128,7 +128,9 @@ def test_fused_bookkeeping_is_the_existing_function(
     (``FullFusedSources``, 9 sites in groups of 8) merges each later site's phase 1 over the
     sources stored since its group began with the group's answer. At d_model 24 the rows are
     zero-padded to 32 for the kernels, the queries and epsilon rescaled: still exact."""
-    cfg = dataclasses.replace(PAPER, residual=residual, attnres_blocks=blocks, d_model=d_model)
+    cfg = dataclasses.replace(
+        PAPER_BLOCK, residual=residual, attnres_blocks=blocks, d_model=d_model
+    )
     torch.manual_seed(1)
     model = DeepTransformer(cfg).double()
     with torch.no_grad():

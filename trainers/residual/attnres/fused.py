@@ -51,7 +51,7 @@ KERNEL_SWITCHES = catalogue.FUSED_SWITCHES
 
 
 @dataclass(frozen=True)
-class Verdict:
+class Dispatch:
     """Whether the fused kernels mix this model's sites, and if not, why (one line)."""
 
     fused: bool
@@ -63,28 +63,28 @@ class Verdict:
 
 def fused_applies(
     cfg: ModelConfig, device_type: str, available: bool, dtype: str = "bfloat16"
-) -> Verdict:
+) -> Dispatch:
     """The dispatch rule, free of torch state: ``device_type`` as ``torch.device.type`` names it,
     ``available`` whether the package imports, ``dtype`` what the mixing computes in (the
     autocast dtype, else the stream's)."""
     if device_type != "cuda":
-        return Verdict(False, f"device {device_type!r}: the kernels run on CUDA only")
+        return Dispatch(False, f"device {device_type!r}: the kernels run on CUDA only")
     if not available:
-        return Verdict(False, f"{PACKAGE} is not importable (pip install -e '.[gpu]')")
+        return Dispatch(False, f"{PACKAGE} is not importable (pip install -e '.[gpu]')")
     if cfg.residual not in RESIDUALS:
-        return Verdict(
+        return Dispatch(
             False, f"residual={cfg.residual!r}: the kernels mix {' and '.join(RESIDUALS)}"
         )
     for name, value in KERNEL_SWITCHES:
         got = getattr(cfg, name)
         if got != value:
-            return Verdict(False, f"{name}={got!r}: the kernels compute {name}={value!r} only")
+            return Dispatch(False, f"{name}={got!r}: the kernels compute {name}={value!r} only")
     if dtype != "bfloat16":
-        return Verdict(False, f"dtype {dtype}: the kernels store their outputs in bfloat16")
-    return Verdict(True, "the paper's AttnRes on CUDA in bfloat16")
+        return Dispatch(False, f"dtype {dtype}: the kernels store their outputs in bfloat16")
+    return Dispatch(True, "the paper's AttnRes on CUDA in bfloat16")
 
 
-def dispatch(cfg: ModelConfig, device_type: str, dtype: str) -> Verdict:
+def dispatch(cfg: ModelConfig, device_type: str, dtype: str) -> Dispatch:
     """The rule for a forward of ``cfg`` on ``device_type`` in ``dtype`` on this machine: whether
     the package imports is asked only on CUDA (importing Triton on a CPU run costs seconds)."""
     return fused_applies(cfg, device_type, device_type == "cuda" and available(), dtype)
