@@ -8,11 +8,11 @@ BIN    := $(VENV)/bin
 # The constraints file holds $(TORCH); every install step below reads it, so no later step (an
 # upgrade, an extra, a dependency asking for a newer torch) can swap the build. pip installs
 # torch (it honours PIP_INDEX_URL and the machine's pip settings, where a local torch wheel may
-# lie); uv installs the rest, the same versions as pip resolves, in seconds rather than minutes
-# (measured here: 9 s against pip's 2:15), which is most of a clean CI run's install.
+# lie); uv installs the rest, the same versions as pip resolves, in far less time than pip
+# (docs/development.md has the figures), which is most of a clean CI run's install.
 # uv writes no bytecode unless told (pip does), and these machines set PYTHONDONTWRITEBYTECODE=1,
 # so without --compile-bytecode every process compiled Lightning, MLflow and Ray from source
-# again: `import lightning` 7.7 s against 4.8, the data-parallel test 150 s against 77.
+# again, at every start.
 CONSTRAINTS := $(VENV)/constraints.txt
 STAMP  := $(VENV)/.installed
 
@@ -48,25 +48,25 @@ endif
 FORCE:
 
 # The demo sweep: standard pre-norm against Block AttnRes at 8 blocks, 6 seeds, two trials at a
-# time, recorded in ./mlflow.db (`.venv/bin/nas ui` shows it); about 8 minutes on 2 CPU cores.
+# time, recorded in ./mlflow.db (`.venv/bin/nas ui` shows it); its time: docs/development.md.
 demo: bytecode
 	$(BIN)/nas sweep demo --concurrency 2
 	$(BIN)/nas report demo
 
-# Every CPU benchmark (about 15 minutes on 2 idle cores); rewrites docs/benchmarks.md's table.
+# Every CPU benchmark (docs/development.md: how long); rewrites docs/benchmarks.md's table.
 bench: setup
 	$(BIN)/python -m benchmarks.run_all
 
 # A 200-trial sweep on SQLite and through a PostgreSQL-backed MLflow server, then `nas report`:
-# about 10 minutes, past `make bench`'s budget with the rest. Needs PostgreSQL at
+# too long for `make bench`'s budget with the rest. Needs PostgreSQL at
 # NAS_TEST_POSTGRES (default postgresql://postgres@127.0.0.1:5432/postgres); 10 trials:
 # `python -m benchmarks.sweep_scale --quick`.
 bench-scale: setup
 	$(BIN)/python -m benchmarks.sweep_scale
 
 # The results gallery, docs/results/: each study's sweep (kept in ./gallery, so a settled one is
-# only reported again) and its Markdown report; about 2 hours on 2 cores for all five (the
-# Table 4 ablation, 21 arms x 3 seeds, takes about an hour of it).
+# only reported again) and its Markdown report (docs/development.md: how long; the Table 4
+# ablation, 21 arms x 3 seeds, takes most of it).
 results: setup
 	$(BIN)/python -m benchmarks.gallery
 
@@ -78,7 +78,7 @@ test: bytecode
 	$(PYTEST)
 
 # The inner loop: unit and property tests only (no Ray, sweep, database, server or browser),
-# under two minutes on 2 cores.
+# kept short (docs/development.md: its time).
 test-fast: bytecode
 	$(PYTEST) -m "not slow"
 
