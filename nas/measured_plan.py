@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import Any
+from typing import TYPE_CHECKING
 
 from nas.cell_timing import OOM, CellTiming, measure
 from nas.memory_check import Target, as_run, cells
@@ -16,11 +16,14 @@ from trainers.config import Checkpointing, RunConfig
 from trainers.measure.memory_plan import gib, memory_plan
 from trainers.measure.time_plan import time_plan
 
+if TYPE_CHECKING:
+    from nas.campaign import Campaign
+
 CELL_TIMEOUT_S = 600.0
 
 
 def show_measured(
-    campaign: Any, device: int | None, peak: float | None, mfu: float, steps: int
+    campaign: Campaign, device: int | None, peak: float | None, mfu: float, steps: int
 ) -> None:
     """Measure every cell of ``campaign`` (as its trials run on ``device`` where given) and
     print the plan; ValueError, one line naming the cell and the cheapest fix, where a cell
@@ -81,7 +84,7 @@ def _as_trained(cfg: RunConfig, timing: CellTiming) -> RunConfig:
 
 
 def _sweep(
-    campaign: Any,
+    campaign: Campaign,
     runs: dict[str, RunConfig],
     timings: dict[str, CellTiming],
     peak: float | None,

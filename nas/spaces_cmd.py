@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trainers.measure.time_plan import DEFAULT_MFU
+
+if TYPE_CHECKING:
+    from nas.campaign import Campaign
+    from search_spaces import Space
+    from trainers.config import RunConfig
 
 
 def add_spaces_parser(sub: Any) -> None:
@@ -91,7 +96,7 @@ def run_spaces(args: argparse.Namespace) -> int:
 
 
 def _show(
-    space: Any, device: int | None, peak: float | None, mfu: float, steps: int | None
+    space: Space, device: int | None, peak: float | None, mfu: float, steps: int | None
 ) -> None:
     from nas.campaign import campaign_of
     from trainers.settings import under_settings
@@ -115,7 +120,7 @@ def _show(
         show_measured(campaign, device, peak, mfu, steps)
 
 
-def _memory(campaign: Any, base: Any, device: int | None) -> None:
+def _memory(campaign: Campaign, base: RunConfig, device: int | None) -> None:
     """Each cell's (arm's) memory plan on one device, and with ``device`` whether it fits
     (within its usable memory: the headroom kept back) and what 'auto' micro-batches chose;
     a search is planned at its corners (nas.memory_check.corners)."""
@@ -133,7 +138,7 @@ def _memory(campaign: Any, base: Any, device: int | None) -> None:
         print(line)
 
 
-def _as_run(cfg: Any, device: int | None) -> tuple[Any, str]:
+def _as_run(cfg: RunConfig, device: int | None) -> tuple[RunConfig, str]:
     """``cfg`` as it would run on ``device`` ('auto' resolved there, or under the cheapest
     setting that fits it: a smaller micro-batch, then checkpointing), and that setting's
     ``--set``s ('' if none)."""
@@ -156,7 +161,7 @@ def _duration(seconds: float) -> str:
     return f"{seconds / 60:.3g} min" if seconds < 3600 else f"{seconds / 3600:.3g} h"
 
 
-def _time(campaign: Any, base: Any, device: int | None, peak: float, mfu: float) -> None:
+def _time(campaign: Campaign, base: RunConfig, device: int | None, peak: float, mfu: float) -> None:
     """Each cell's time per trial on one device at ``mfu`` of ``peak``, and the sweep's
     device-hours over every trial it plans (a learning-rate stage's included)."""
     from nas.memory_check import cells
@@ -170,10 +175,10 @@ def _time(campaign: Any, base: Any, device: int | None, peak: float, mfu: float)
         line = f"    {arm}: {t.tokens:.3g} tokens, {t.flops:.3g} training FLOPs"
         print(f"{line}, {_duration(t.seconds)}" + (f" (with {advice})" if advice else ""))
     if campaign.space.kind == "search":
-        trials = campaign.space.trials
+        n = campaign.space.trials
         print(
-            f"  sweep: a search samples its {trials} trials; each takes at most the largest "
-            f"corner's time above ({trials} x it bounds the sweep)"
+            f"  sweep: a search samples its {n} trials; each takes at most the largest "
+            f"corner's time above ({n} x it bounds the sweep)"
         )
         return
     trials = [s.config for s in campaign.specs] + [c.config for c in getattr(campaign, "cells", ())]
