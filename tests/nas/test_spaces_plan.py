@@ -139,14 +139,13 @@ def test_measure_times_each_cell_in_its_own_process(capsys: pytest.CaptureFixtur
 
 
 def test_a_cell_that_fails_to_run_is_one_line() -> None:
-    """A cell whose child process fails (a GPU asked of a CPU machine) is one line naming what
-    failed; an out-of-memory error of any device reads as such."""
+    """A cell whose process outlives its limit is one line saying so (its process is ended);
+    an out-of-memory error of any device reads as such, any other as its first line."""
     from nas.cell_timing import OOM, _why, measure
 
-    cfg = _cfg(accelerator="gpu", max_steps=2)
     with pytest.raises(ValueError) as err:
-        measure(cfg, 2, 120)
-    assert "\n" not in str(err.value) and str(err.value)
+        measure(_cfg(max_steps=2), 2, 0.2)  # importing torch and Lightning alone takes longer
+    assert str(err.value) == "took longer than 0.2 s"
     assert _why(RuntimeError("CUDA out of memory. Tried to allocate 2 GiB")) == OOM
     assert _why(ValueError("bad\nmore")) == "ValueError: bad"
 
