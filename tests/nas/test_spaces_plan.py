@@ -12,9 +12,8 @@ import pytest
 
 from nas.cli import main
 from search_spaces import BUILTIN
-from trainers.config import RunConfig
-from trainers.flops import train_flops
-from trainers.measure.time_plan import RECOMPUTE, time_plan
+from trainers.config import ModelConfig, RunConfig, TrainConfig
+from trainers.measure.time_plan import time_plan
 
 PEAK = 989e12  # an H100 SXM's dense bf16 peak
 
@@ -25,18 +24,25 @@ def _cfg(**train: object) -> RunConfig:
 
 
 def test_time_is_training_flops_over_sustained_flops() -> None:
-    """Linear in the steps, inverse in the peak and the MFU; checkpointing's recomputed forward
-    adds a third (forward + backward = 3 forwards; 4 with the recompute)."""
-    base = time_plan(_cfg(max_steps=100), PEAK, 0.5)
-    assert base.flops == train_flops(RunConfig().model, 100, RunConfig().train.batch_size)
-    assert base.seconds == pytest.approx(base.flops / (PEAK * 0.5))
-    assert time_plan(_cfg(max_steps=300), PEAK, 0.5).seconds == pytest.approx(3 * base.seconds)
-    assert time_plan(_cfg(max_steps=100), 2 * PEAK, 0.5).seconds == pytest.approx(base.seconds / 2)
-    recomputed = time_plan(_cfg(max_steps=100, checkpointing="sublayer"), PEAK, 0.5)
-    assert recomputed.seconds == pytest.approx(base.seconds * RECOMPUTE) and RECOMPUTE == 4 / 3
-    assert recomputed.flops == base.flops  # model FLOPs: what MFU is counted against
+    """Worked by hand for standard pre-norm (L = 3, d = 64, h = 256, V = 100, T = 32, tied):
+    6 FLOPs per weight per token, 6N = 6 (L (4d^2 + 2dh) + Vd) = 923,136, plus causal
+    attention's 6 L T d = 36,864: 960,000 FLOPs per token. 100 steps of 16 sequences of 32
+    tokens are 51,200 tokens: 4.9152e10 FLOPs, at half of 1e12 FLOP/s 0.098 s; checkpointing's
+    extra forward adds a third of it (forward + backward = 3 forwards, 4 with the recompute)."""
+    model = ModelConfig(d_model=64, n_heads=4, n_layers=3, seq_len=32, vocab_size=100)
+    cfg = RunConfig(model=model, train=TrainConfig(max_steps=100, batch_size=16))
+    per_token = 6 * (3 * (4 * 64 * 64 + 2 * 64 * 256) + 100 * 64) + 6 * 3 * 32 * 64
+    assert per_token == 960_000
+    plan = time_plan(cfg, 1e12, 0.5)
+    assert plan.tokens == 51_200 and plan.flops == per_token * 51_200
+    assert plan.seconds == pytest.approx(per_token * 51_200 / 0.5e12)
+    recomputed = dataclasses.replace(
+        cfg, train=dataclasses.replace(cfg.train, checkpointing="sublayer")
+    )
+    assert time_plan(recomputed, 1e12, 0.5).seconds == pytest.approx(plan.seconds * 4 / 3)
+    assert time_plan(recomputed, 1e12, 0.5).flops == plan.flops  # MFU counts model FLOPs
     with pytest.raises(ValueError):
-        time_plan(_cfg(), PEAK, 0.0)
+        time_plan(cfg, PEAK, 0.0)
 
 
 def _plan(capsys: pytest.CaptureFixture[str], *args: str) -> str:
