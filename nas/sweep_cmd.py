@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 from typing import Any
 
 from nas.exits import exit_statuses
@@ -125,9 +126,11 @@ def add_sweep_parser(sub: Any) -> None:
         "--study-storage",
         metavar="URL",
         help="searches: keep the Optuna study in this database (sqlite:///<file> or "
-        "postgresql://...), under the sweep's name: it outlives the storage path, "
-        "`optuna-dashboard URL` browses it while the sweep runs, and a driver on another "
-        "machine continues it",
+        "postgresql://user@host/db), under the sweep's name: it outlives the storage path, "
+        "optuna-dashboard browses it while the sweep runs, and a driver on another machine "
+        "continues it (default: NAS_STUDY_STORAGE). Keep a password out of the URL, since a "
+        "command line is in every user's process list: PostgreSQL's client reads it from "
+        "PGPASSWORD or ~/.pgpass",
     )
     p.add_argument(
         "--peak-flops",
@@ -182,6 +185,10 @@ def _seeds(text: str | None) -> tuple[int, ...] | None:
         raise ValueError(f"--seeds {text!r}: expected comma-separated integers") from None
 
 
+# The study database's URL where a command line would show it to every user of the machine.
+STUDY_STORAGE_ENV = "NAS_STUDY_STORAGE"
+
+
 def options(args: argparse.Namespace) -> Any:
     """The parsed command as ``nas.sweep_plan.SweepOptions``; ValueError for values no sweep
     can take."""
@@ -221,7 +228,7 @@ def options(args: argparse.Namespace) -> Any:
         restart=args.restart,
         trial_timeout_min=args.trial_timeout,
         time_budget_h=args.time_budget,
-        study_storage=args.study_storage,
+        study_storage=args.study_storage or os.environ.get(STUDY_STORAGE_ENV) or None,
         peak_flops=args.peak_flops,
         device_memory=stated_device(args.device_memory, args.gpu),
         verbose=args.verbose,

@@ -136,3 +136,17 @@ def test_postgres_scheme_is_refused_with_the_spelling_to_use() -> None:
     """``postgres://`` (libpq's alias, which MLflow and SQLAlchemy refuse) names the fix."""
     with pytest.raises(ValueError, match="unknown scheme 'postgres'; write postgresql://"):
         check_store("postgres://u:pw@127.0.0.1/db")
+
+
+def test_the_study_storage_can_come_from_the_environment(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """NAS_STUDY_STORAGE stands for --study-storage, so its URL need not be on a command line:
+    a grid given one is refused as it would be with the flag, in one line, nothing written."""
+    monkeypatch.setenv("NAS_STUDY_STORAGE", f"sqlite:///{tmp_path / 'study.db'}")
+    from nas.cli import main
+
+    assert main(["sweep", "smoke", "--storage-path", str(tmp_path / "ray")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--study-storage: only a search has an Optuna study" in err
+    assert list(tmp_path.iterdir()) == []
