@@ -39,6 +39,9 @@ class Published:
     # A Block AttnRes row's N (AttnRes blocks): matched at any N, and the report says where a
     # sweep's N differs (``paper_arm``).
     attnres_blocks: int | None = None
+    # The paper's number for the row's switch where it has one (its window W, its heads H):
+    # matched at any value, and the report says where a sweep's differs (``paper_arm``).
+    switch_value: int | None = None
 
 
 # Table 4: the 436M model, 16 layers (Transformer blocks: 32 sublayers), identical
@@ -61,10 +64,15 @@ TABLE4 = (
     Published("Full + input-independent mixing", 1.749, "attnres", ("query", "scalar")),
     Published("Full + sigmoid", 1.741, "attnres", ("gate", "sigmoid")),
     Published("Full without key RMSNorm", 1.743, "attnres", ("key_norm", "none")),
-    Published("Full, sliding window (W = 1 + 8)", 1.764, "attnres", ("window", "")),
+    Published("Full, sliding window (W = 1 + 8)", 1.764, "attnres", ("window", ""), None, 8),
     Published("AttnRes Block (N = 8)", 1.746, "block_attnres", None, TABLE4_ATTNRES_BLOCKS),
     Published(
-        "Block + multi-head (H = 16)", 1.752, "block_attnres", ("heads", ""), TABLE4_ATTNRES_BLOCKS
+        "Block + multi-head (H = 16)",
+        1.752,
+        "block_attnres",
+        ("heads", ""),
+        TABLE4_ATTNRES_BLOCKS,
+        16,
     ),
     Published(
         "Block without key RMSNorm",
@@ -107,11 +115,36 @@ def published_for(params: Mapping[str, object]) -> Published | None:
     )
 
 
+# What the report calls a switch's number: the window's W (the embedding plus the W newest
+# other sources, as in the paper's "W = 1 + 8"), the heads' H.
+SWITCH_SYMBOLS = {"window": "W", "heads": "H"}
+
+
 def paper_arm(published: Published, params: Mapping[str, object]) -> str:
-    """The paper's arm as a report names it beside a configuration: its label, and for a Block
-    AttnRes row where the configuration's N differs from the paper's, both, with the sublayers
-    per AttnRes block (S) each has: "AttnRes Block (N = 8); sweep N = 4, paper N = 8 (S = 4 in
-    both)"."""
+    """The paper's arm as a report names it beside a configuration: its label, and where the
+    configuration's N (Block AttnRes, with the sublayers per AttnRes block, S, each has) or its
+    switch's number (the window's W, the heads' H) differs from the paper's, both: "AttnRes
+    Block (N = 8); sweep N = 4, paper N = 8 (S = 4 in both)", "Full, sliding window (W = 1 +
+    8); sweep W = 4, paper W = 8"."""
+    return _blocks_named(published, params) + _switch_named(published, params)
+
+
+def _switch_named(published: Published, params: Mapping[str, object]) -> str:
+    """ "; sweep W = 4, paper W = 8" where the configuration's value of the row's switch differs
+    from the paper's number; "" where it matches or either has none."""
+    if published.switch is None or published.switch_value is None:
+        return ""
+    short = published.switch[0]
+    key = next(k for k, name in _SHORT.items() if name == short)
+    value = _whole(recorded(params, key))
+    if value is None or value == published.switch_value:
+        return ""
+    symbol = SWITCH_SYMBOLS[short]
+    return f"; sweep {symbol} = {value}, paper {symbol} = {published.switch_value}"
+
+
+def _blocks_named(published: Published, params: Mapping[str, object]) -> str:
+    """The label, with both N where the configuration's differs from a Block row's."""
     paper = published.attnres_blocks
     n = _whole(recorded(params, "model.attnres_blocks"))
     layers = _whole(recorded(params, "model.n_layers"))

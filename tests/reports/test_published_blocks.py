@@ -50,6 +50,25 @@ def test_a_different_n_is_said_in_the_row() -> None:
     )
 
 
+def test_a_different_window_or_head_count_is_said_in_the_row() -> None:
+    """Table 4's window row ran W = 1 + 8 and its multi-head row H = 16: a sweep's W = 4 (the
+    Table 4 ablation's) or H = 4 is named beside the paper's; at the paper's numbers the label
+    is the paper's alone. A multi-head Block row at another N says both differences."""
+    full = {"model.residual": "attnres", "model.n_layers": 8}
+    window = published_for({**full, "model.attnres_window": 4})
+    assert window is not None and window.label == "Full, sliding window (W = 1 + 8)"
+    assert paper_arm(window, {**full, "model.attnres_window": "4"}) == (
+        "Full, sliding window (W = 1 + 8); sweep W = 4, paper W = 8"
+    )
+    assert paper_arm(window, {**full, "model.attnres_window": 8}) == window.label
+    heads = published_for({**DEMO, "model.attnres_heads": 4})
+    assert heads is not None and heads.label == "Block + multi-head (H = 16)"
+    assert paper_arm(heads, {**DEMO, "model.attnres_heads": 4}) == (
+        "Block + multi-head (H = 16); sweep N = 4, paper N = 8 (S = 4 in both); "
+        "sweep H = 4, paper H = 16"
+    )
+
+
 def _demo(**block: Any) -> list[dict[str, Any]]:
     config = {"model__n_layers": 8, "model__attnres_blocks": 8}
     return [
