@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pandas as pd
@@ -227,6 +228,14 @@ def _arm_row(arm: str, base: str | None, g: pd.DataFrame, done: pd.DataFrame) ->
         comparison=None,
         statuses=counts(g),
     )
+
+
+def arm_frames(frame: pd.DataFrame, rows: list[ArmRow]) -> Iterator[tuple[ArmRow, pd.DataFrame]]:
+    """Each of ``rows`` in its order with its arm's trials in ``frame`` (an empty frame where
+    the arm has none): what a per-arm table beside the results table reads."""
+    groups = {str(arm): g for arm, g in frame.groupby("arm")}
+    for row in rows:
+        yield row, groups.get(row.arm, frame.iloc[:0])
 
 
 def arm_rows(view: TrialView, override: str | None = None) -> list[ArmRow]:

@@ -4,9 +4,24 @@ from __future__ import annotations
 
 import math
 
+import pandas as pd
+
 from stats.compare import Comparison, Interval
 
 MAX_ROWS = 30  # a longer table is truncated, and its caption says so
+
+
+def fmt_number(x: float, spec: str) -> str:
+    """``x`` in ``spec`` (``",.1f"``), or "—" where it is not a finite number."""
+    return format(x, spec) if math.isfinite(x) else "—"
+
+
+def column_mean(frame: pd.DataFrame, column: str) -> float:
+    """The mean of ``column`` over the rows that recorded it (numbers only): NaN if none."""
+    if column not in frame:
+        return math.nan
+    values = pd.to_numeric(frame[column], errors="coerce").dropna()
+    return float(values.mean()) if len(values) else math.nan
 
 
 def fmt(x: float, digits: int = 4) -> str:

@@ -15,10 +15,10 @@ from dataclasses import dataclass
 import pandas as pd
 
 from record.schema import Metric
-from reports.ablation import ArmRow
+from reports.ablation import ArmRow, arm_frames
 from reports.document import Paragraph, Section, Table
 from reports.normalize import TrialView
-from reports.sections.cells import fmt
+from reports.sections.cells import column_mean, fmt, fmt_number
 from reports.sections.plan_cost import plan_blocks
 from reports.sweep import SweepData
 
@@ -56,35 +56,25 @@ class ArmCost:
     gpu_power_w: float
 
 
-def _mean(frame: pd.DataFrame, column: str) -> float:
-    """The mean over the trials that recorded ``column``: NaN if none."""
-    if column not in frame:
-        return math.nan
-    values = pd.to_numeric(frame[column], errors="coerce").dropna()
-    return float(values.mean()) if len(values) else math.nan
-
-
 def arm_costs(view: TrialView, rows: list[ArmRow]) -> list[ArmCost]:
     """The cost of each arm of ``rows`` (the results table's, in its order), over the same
     finished trials its statistics use."""
     finished = view.comparable.assign(**{STEP_MS: view.step_ms})
-    groups = {str(arm): g for arm, g in finished.groupby("arm")}
     out = []
-    for row in rows:
-        done = groups.get(row.arm, finished.iloc[:0])
+    for row, done in arm_frames(finished, rows):
         out.append(
             ArmCost(
                 arm=row.arm,
                 baseline=row.baseline,
                 loss=row.final.mean,
-                step_ms=_mean(done, STEP_MS),
-                tokens_per_s=_mean(done, Metric.FINAL_TOKENS_PER_S),
-                peak_mem_mb=_mean(done, Metric.FINAL_PEAK_MEM_MB),
-                mfu=_mean(done, Metric.FINAL_MFU),
-                device_hours=_mean(done, Metric.FINAL_DEVICE_HOURS),
-                decode_tokens_per_s=_mean(done, Metric.FINAL_DECODE_TOKENS_PER_S),
-                gpu_util=_mean(done, Metric.FINAL_GPU_UTIL),
-                gpu_power_w=_mean(done, Metric.FINAL_GPU_POWER_W),
+                step_ms=column_mean(done, STEP_MS),
+                tokens_per_s=column_mean(done, Metric.FINAL_TOKENS_PER_S),
+                peak_mem_mb=column_mean(done, Metric.FINAL_PEAK_MEM_MB),
+                mfu=column_mean(done, Metric.FINAL_MFU),
+                device_hours=column_mean(done, Metric.FINAL_DEVICE_HOURS),
+                decode_tokens_per_s=column_mean(done, Metric.FINAL_DECODE_TOKENS_PER_S),
+                gpu_util=column_mean(done, Metric.FINAL_GPU_UTIL),
+                gpu_power_w=column_mean(done, Metric.FINAL_GPU_POWER_W),
             )
         )
     return out
@@ -92,10 +82,6 @@ def arm_costs(view: TrialView, rows: list[ArmRow]) -> list[ArmCost]:
 
 def _ratio(value: float, base: float) -> str:
     return f"{value / base:.2f}×" if math.isfinite(value / base) and base > 0 else "—"
-
-
-def _num(x: float, spec: str) -> str:
-    return format(x, spec) if math.isfinite(x) else "—"
 
 
 def _cells(c: ArmCost, base: ArmCost | None, nvml: bool, decode: bool) -> tuple[str, ...]:
@@ -108,15 +94,17 @@ def _cells(c: ArmCost, base: ArmCost | None, nvml: bool, decode: bool) -> tuple[
         fmt(c.loss),
         time_x,
         mem_x,
-        _num(c.step_ms, ",.1f"),
-        _num(c.tokens_per_s, ",.0f"),
-        _num(c.peak_mem_mb, ",.0f"),
-        _num(100 * c.mfu, ".1f") + ("%" if math.isfinite(c.mfu) else ""),
-        _num(c.device_hours, ".3g"),
+        fmt_number(c.step_ms, ",.1f"),
+        fmt_number(c.tokens_per_s, ",.0f"),
+        fmt_number(c.peak_mem_mb, ",.0f"),
+        fmt_number(100 * c.mfu, ".1f") + ("%" if math.isfinite(c.mfu) else ""),
+        fmt_number(c.device_hours, ".3g"),
     )
     if decode:
-        cells = (*cells, _num(c.decode_tokens_per_s, ",.0f"), decode_x)
-    return (*cells, _num(c.gpu_util, ".0f"), _num(c.gpu_power_w, ".0f")) if nvml else cells
+        cells = (*cells, fmt_number(c.decode_tokens_per_s, ",.0f"), decode_x)
+    return (
+        (*cells, fmt_number(c.gpu_util, ".0f"), fmt_number(c.gpu_power_w, ".0f")) if nvml else cells
+    )
 
 
 def sweep_total(trials: pd.DataFrame) -> dict[str, float]:

@@ -13,9 +13,10 @@ from dataclasses import dataclass
 import pandas as pd
 
 from record.schema import Metric
-from reports.ablation import ArmRow
+from reports.ablation import ArmRow, arm_frames
 from reports.document import Paragraph, Table
 from reports.normalize import TrialView
+from reports.sections.cells import column_mean, fmt_number
 
 OVER = 0.10  # the time share above the FLOP share that flags an arm
 COLUMNS = (
@@ -41,11 +42,6 @@ class ArmPlan:
     ms_per_token: float
 
 
-def _mean(values: pd.Series) -> float:
-    finite = pd.to_numeric(values, errors="coerce").dropna()
-    return float(finite.mean()) if len(finite) else math.nan
-
-
 def _column(frame: pd.DataFrame, name: str) -> pd.Series:
     if name not in frame:
         return pd.Series(math.nan, index=frame.index, dtype=float)
@@ -67,18 +63,16 @@ def arm_plans(view: TrialView, rows: list[ArmRow]) -> list[ArmPlan]:
         _flops=_column(done, Metric.FINAL_FLOPS_PER_TOKEN),
         _per_token=step_ms / tokens.where(tokens > 0),
     )
-    groups = {str(arm): g for arm, g in frame.groupby("arm")}
     out = []
-    for row in rows:
-        g = groups.get(row.arm, frame.iloc[:0])
+    for row, g in arm_frames(frame, rows):
         out.append(
             ArmPlan(
                 arm=row.arm,
                 baseline=row.baseline,
-                planned_step_ms=_mean(g["_planned"]),
-                step_ms=_mean(g["_step"]),
-                flops_per_token=_mean(g["_flops"]),
-                ms_per_token=_mean(g["_per_token"]),
+                planned_step_ms=column_mean(g, "_planned"),
+                step_ms=column_mean(g, "_step"),
+                flops_per_token=column_mean(g, "_flops"),
+                ms_per_token=column_mean(g, "_per_token"),
             )
         )
     return out
@@ -93,10 +87,6 @@ def excess(arm: ArmPlan, base: ArmPlan) -> float:
     return ratio if math.isfinite(ratio) else math.nan
 
 
-def _num(x: float, spec: str) -> str:
-    return format(x, spec) if math.isfinite(x) else "—"
-
-
 def _cells(p: ArmPlan, base: ArmPlan | None) -> tuple[str, ...]:
     over = excess(p, base) if base is not None and base.arm != p.arm else math.nan
     flag = "—" if not math.isfinite(over) else f"{over:+.0%}" + (" ⚑" if over > OVER else "")
@@ -104,11 +94,11 @@ def _cells(p: ArmPlan, base: ArmPlan | None) -> tuple[str, ...]:
     time_x = p.ms_per_token / base.ms_per_token if base else math.nan
     return (
         p.arm + (" (baseline)" if p.baseline == p.arm else ""),
-        _num(p.planned_step_ms, ",.1f"),
-        _num(p.step_ms, ",.1f"),
-        _num(p.step_ms / p.planned_step_ms, ".2f"),
-        _num(flops_x, ".3f"),
-        _num(time_x, ".3f"),
+        fmt_number(p.planned_step_ms, ",.1f"),
+        fmt_number(p.step_ms, ",.1f"),
+        fmt_number(p.step_ms / p.planned_step_ms, ".2f"),
+        fmt_number(flops_x, ".3f"),
+        fmt_number(time_x, ".3f"),
         flag,
     )
 

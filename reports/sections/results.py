@@ -14,7 +14,7 @@ from reports.document import Paragraph, Section, Table
 from reports.merge import SOURCES_SEP, SWEEP_COLUMN, sweeps_holding
 from reports.outcomes import describe
 from reports.sections.best_points import best_point_blocks
-from reports.sections.cells import fmt, fmt_ci, fmt_diff
+from reports.sections.cells import fmt, fmt_ci, fmt_diff, fmt_number
 from reports.sweep import SweepData
 from stats.compare import Interval
 
@@ -93,10 +93,6 @@ def _significant(r: ArmRow) -> bool:
     return r.comparison is not None and r.verdict in ("better", "worse")
 
 
-def _count(x: float, spec: str) -> str:
-    return format(x, spec) if math.isfinite(x) else "—"
-
-
 def _cells(r: ArmRow) -> tuple[str, ...]:
     c = r.comparison
     return (
@@ -106,9 +102,9 @@ def _cells(r: ArmRow) -> tuple[str, ...]:
         fmt_ci(r.best),
         fmt_ci(r.bpb),
         str(len(r.seeds)),
-        _count(r.params, ",.0f"),
-        _count(r.tokens_per_s, ",.0f"),
-        _count(r.wall_s, ".0f"),
+        fmt_number(r.params, ",.0f"),
+        fmt_number(r.tokens_per_s, ",.0f"),
+        fmt_number(r.wall_s, ".0f"),
         fmt_diff(c) + (" *" if _significant(r) else ""),
         c.test if c else "—",
         fmt(c.p_adjusted, 3) if c else "—",
