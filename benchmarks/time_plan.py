@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import cli, machine, md_table
+from benchmarks.common import cli, config, machine, md_table
 from nas.cell_timing import measure
 from trainers.config import RunConfig, TrainConfig, to_dict
 from trainers.measure.time_plan import DEFAULT_MFU, time_plan
@@ -51,8 +51,6 @@ def settings(quick: bool) -> dict[str, Any]:
 
 
 def cell(wiring: str, depth: int, s: dict[str, Any]) -> RunConfig:
-    from benchmarks.common import config
-
     model = config(wiring, n_layers=depth, **s["dims"])
     return RunConfig(model=model, train=TrainConfig(**s["train"]))
 

@@ -25,7 +25,6 @@ Tune (ASHA, the searcher, the time budget) through Ray Train's ``TuneReportCallb
 
 from __future__ import annotations
 
-import dataclasses
 import pickle
 import tempfile
 from dataclasses import dataclass, replace
@@ -35,6 +34,7 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 from nas.checkpoints import CKPT_NAME
 from nas.tracking import SweepRecord, TrialRun
 from trainers.config import AUTO, RunConfig, micro_steps
+from trainers.measure.memory_fit import whole_share
 
 if TYPE_CHECKING:  # torch: not for the driver, which imports this for the plan's checks
     from trainers.training.run import TrainResult
@@ -88,10 +88,7 @@ def check_split(cfg: RunConfig, workers: int) -> None:
     trial's device: only the split is checked)."""
     if workers < 1:
         raise ValueError(f"workers: {workers} must be at least 1")
-    t = cfg.train
-    if t.micro_batch == AUTO:
-        t = dataclasses.replace(t, micro_batch=0)
-    micro_steps(t, workers)
+    micro_steps((whole_share(cfg) if cfg.train.micro_batch == AUTO else cfg).train, workers)
 
 
 def train_data_parallel(

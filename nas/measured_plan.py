@@ -14,7 +14,7 @@ from nas.memory_check import Target, as_run, cells
 from trainers.budget import resolve_budget
 from trainers.config import Checkpointing, RunConfig
 from trainers.measure.memory_plan import gib, memory_plan
-from trainers.measure.time_plan import time_plan
+from trainers.measure.time_plan import duration, time_plan
 
 if TYPE_CHECKING:
     from nas.campaign import Campaign
@@ -72,7 +72,7 @@ def _line(cfg: RunConfig, timing: CellTiming, peak: float | None, mfu: float) ->
     return (
         f"step {timing.step_s:.3g} s, {tokens:,.0f} tokens/s, MFU {timing.mfu:.1%}, first step "
         f"{timing.first_step_s:.3g} s, peak {gib(timing.peak_mem_mb * 2**20)}{estimate}; trial "
-        f"{_hours(trial)} measured, {_hours(flop)} by FLOPs at {mfu:.0%} MFU"
+        f"{duration(trial)} measured, {duration(flop)} by FLOPs at {mfu:.0%} MFU"
     )
 
 
@@ -106,19 +106,11 @@ def _sweep(
     measured = sum(matched[id(c)].trial_seconds(_steps(c)) for c in trials)
     estimated = sum(time_plan(resolve_budget(c), peak_flops, mfu).seconds for c in trials)
     print(
-        f"  sweep, measured: {len(trials)} trials, {_hours(measured)} of training (one device "
+        f"  sweep, measured: {len(trials)} trials, {duration(measured)} of training (one device "
         f"per trial; start-up, validation and diagnostics not counted); by FLOPs at {mfu:.0%} "
-        f"MFU of {peak_flops / 1e12:.3g} TFLOP/s: {_hours(estimated)}"
+        f"MFU of {peak_flops / 1e12:.3g} TFLOP/s: {duration(estimated)}"
     )
 
 
 def _steps(cfg: RunConfig) -> int:
     return resolve_budget(cfg).train.max_steps
-
-
-def _hours(seconds: float) -> str:
-    if seconds < 60:
-        return f"{seconds:.2g} s"
-    if seconds < 3600:
-        return f"{seconds / 60:.3g} min"
-    return f"{seconds / 3600:,.3g} device-hours"

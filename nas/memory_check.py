@@ -17,7 +17,15 @@ from typing import TYPE_CHECKING, Any
 
 from search_spaces.distributions import Distribution, FloatRange, IntRange
 from trainers.config import AUTO, RunConfig
-from trainers.measure.memory_fit import Fit, Headroom, applied, cheapest_fit, fit_auto, headroom
+from trainers.measure.memory_fit import (
+    Fit,
+    Headroom,
+    applied,
+    cheapest_fit,
+    fit_auto,
+    headroom,
+    whole_share,
+)
 from trainers.measure.memory_plan import MemoryPlan, gib, memory_plan
 
 if TYPE_CHECKING:
@@ -136,7 +144,7 @@ def cells(campaign: Campaign) -> dict[str, RunConfig]:
 
 
 # A search's categorical parameters are planned at every combination of their values up to this
-# many; beyond it the plan names the first ones and says how many it left out.
+# many; beyond it only the first combinations are planned.
 CORNERS = 64
 
 
@@ -179,13 +187,6 @@ def as_run(cfg: RunConfig, target: Target | None) -> RunConfig:
         return cfg
     fit = None if target is None else target.auto(cfg)
     return applied(cfg, fit) if fit is not None else whole_share(cfg)
-
-
-def whole_share(cfg: RunConfig) -> RunConfig:
-    """``cfg`` with its micro-batch the worker's whole share (0)."""
-    import dataclasses
-
-    return dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, micro_batch=0))
 
 
 def _shortfall(cfg: RunConfig, target: Target) -> tuple[MemoryPlan, Fit | None] | None:

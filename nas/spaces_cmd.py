@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from trainers.measure.time_plan import DEFAULT_MFU
+from trainers.measure.time_plan import DEFAULT_MFU, duration
 
 if TYPE_CHECKING:
     from nas.campaign import Campaign
@@ -111,16 +111,16 @@ def _show(
     campaign = campaign_of(space, base)
     for line in [*campaign.describe(), *campaign.notes]:
         print(f"  {line}")
-    _memory(campaign, base, device)
+    _memory(campaign, device)
     if peak is not None:
-        _time(campaign, base, device, peak, mfu)
+        _time(campaign, device, peak, mfu)
     if steps is not None:
         from nas.measured_plan import show_measured
 
         show_measured(campaign, device, peak, mfu, steps)
 
 
-def _memory(campaign: Campaign, base: RunConfig, device: int | None) -> None:
+def _memory(campaign: Campaign, device: int | None) -> None:
     """Each cell's (arm's) memory plan on one device, and with ``device`` whether it fits
     (within its usable memory: the headroom kept back) and what 'auto' micro-batches chose;
     a search is planned at its corners (nas.memory_check.corners)."""
@@ -155,13 +155,7 @@ def _as_run(cfg: RunConfig, device: int | None) -> tuple[RunConfig, str]:
     return applied(cfg, fit), fit.advice()
 
 
-def _duration(seconds: float) -> str:
-    if seconds < 60:
-        return f"{seconds:.2g} s"
-    return f"{seconds / 60:.3g} min" if seconds < 3600 else f"{seconds / 3600:.3g} h"
-
-
-def _time(campaign: Campaign, base: RunConfig, device: int | None, peak: float, mfu: float) -> None:
+def _time(campaign: Campaign, device: int | None, peak: float, mfu: float) -> None:
     """Each cell's time per trial on one device at ``mfu`` of ``peak``, and the sweep's
     device-hours over every trial it plans (a learning-rate stage's included)."""
     from nas.memory_check import cells
@@ -173,7 +167,7 @@ def _time(campaign: Campaign, base: RunConfig, device: int | None, peak: float, 
         run, advice = _as_run(cfg, device)
         t = time_plan(run, peak, mfu)
         line = f"    {arm}: {t.tokens:.3g} tokens, {t.flops:.3g} training FLOPs"
-        print(f"{line}, {_duration(t.seconds)}" + (f" (with {advice})" if advice else ""))
+        print(f"{line}, {duration(t.seconds)}" + (f" (with {advice})" if advice else ""))
     if campaign.space.kind == "search":
         n = campaign.space.trials
         print(
@@ -183,7 +177,7 @@ def _time(campaign: Campaign, base: RunConfig, device: int | None, peak: float, 
         return
     trials = [s.config for s in campaign.specs] + [c.config for c in getattr(campaign, "cells", ())]
     seconds = sum(time_plan(_as_run(cfg, device)[0], peak, mfu).seconds for cfg in trials)
-    total = f"{seconds / 3600:,.1f} device-hours" if seconds >= 3600 else _duration(seconds)
+    total = f"{seconds / 3600:,.1f} device-hours" if seconds >= 3600 else duration(seconds)
     print(
         f"  sweep: {len(trials)} trials, {total} (one device per trial; an estimate: "
         "validation, diagnostics and start-up are not counted)"

@@ -52,6 +52,12 @@ class SweepOptions:
     device_memory: int | None = None  # bytes per device every cell must fit (None: a GPU's own)
     verbose: bool = False
 
+    @property
+    def ray_address(self) -> str | None:
+        """The Ray cluster the sweep runs on: ``--address``, else ``RAY_ADDRESS``; None (or
+        empty): a local Ray this machine starts."""
+        return self.address or os.environ.get("RAY_ADDRESS")
+
 
 @dataclass(frozen=True)
 class Plan:
@@ -129,7 +135,7 @@ def plan(opts: SweepOptions) -> Plan:
     _check_workers(opts.workers_per_trial, base, campaign.specs)
     _check_vocab(campaign.specs)
     _check_memory(opts, campaign)
-    _check_address(opts.address or os.environ.get("RAY_ADDRESS"))
+    _check_address(opts.ray_address)
     store = writer_store(opts.tracking_uri)
     return Plan(campaign, name, storage, store.uri, store.exists)
 
@@ -177,11 +183,10 @@ def trial_memory(opts: SweepOptions) -> tuple[int | None, bool]:
     from nas.memory_check import gpu_memory, has_cuda_driver
 
     gpus = opts.gpus_per_trial
-    cluster = bool(opts.address or os.environ.get("RAY_ADDRESS"))
     device: int | None
     if opts.device_memory is not None:
         device, gpu = opts.device_memory, gpus is None or gpus > 0
-    elif cluster or gpus == 0:
+    elif opts.ray_address or gpus == 0:
         return None, False
     else:
         device, gpu = gpu_memory(), has_cuda_driver()
@@ -211,7 +216,7 @@ def _check_memory(opts: SweepOptions, campaign: Campaign) -> None:
 
     device, gpu = trial_memory(opts)
     if device is None:
-        if opts.address or os.environ.get("RAY_ADDRESS"):
+        if opts.ray_address:
             print(
                 "memory: not planned (the cluster's GPUs are not known to the driver); give "
                 "--device-memory to check every cell before launch"

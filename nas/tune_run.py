@@ -168,7 +168,7 @@ def start_ray(opts: SweepOptions, uri: str) -> None:
     _quiet_ray(opts.verbose)
     import ray
 
-    address = opts.address or os.environ.get("RAY_ADDRESS")
+    address = opts.ray_address
     if not address:  # the local Ray ray.init starts inherits this environment
         os.environ.setdefault(WORKER_NICENESS_ENV, LOCAL_WORKER_NICENESS)
     # A cluster's workers inherit their raylet's environment, not the driver's: what the

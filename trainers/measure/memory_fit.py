@@ -97,13 +97,18 @@ def fit_auto(
     """What ``train.micro_batch=auto`` resolves to within ``budget`` usable bytes: the largest
     micro-batch dividing the worker's share that fits as ``cfg`` is checkpointed, else the
     largest that fits with every sublayer checkpointed; None when one sequence does not."""
-    whole = _train(cfg, micro_batch=0)
-    fit = cheapest_fit(whole, budget, workers, sharded, gpu)
+    fit = cheapest_fit(whole_share(cfg), budget, workers, sharded, gpu)
     if fit is None or fit.shard:
         return None
     micro = ("train.micro_batch", fit.plan.micro_batch)
     rest = tuple(item for item in fit.settings if item[0] != "train.micro_batch")
     return Fit(settings=(*rest, micro), shard=False, plan=fit.plan)
+
+
+def whole_share(cfg: RunConfig) -> RunConfig:
+    """``cfg`` with its micro-batch the worker's whole share (0): an 'auto' one before a device
+    resolves it, as a split or a plan without one reads it."""
+    return _train(cfg, micro_batch=0)
 
 
 def applied(cfg: RunConfig, fit: Fit) -> RunConfig:

@@ -347,20 +347,20 @@ def fused_saved(m: ModelConfig) -> Tokens:
     each phase-1 call its stacked sources (bfloat16) and, in float32, each queried site's
     log-sum-exp, each source's inverse rms and each site's logits over them. Block AttnRes
     keeps a block's phase-1 outputs (bfloat16) where a later site's phase 2 reads them, and per
-    later site
-    of a block phase 2's padded partial sum, its logit and inverse rms; Full AttnRes per later
-    site of a group its merge: the two answers widened to float32 and their two weights."""
-    d_pad = padded_width(m)
+    later site of a block phase 2's padded partial sum, its logit and inverse rms; Full AttnRes
+    per later site of a group its merge: the two answers widened to float32 and their two
+    weights."""
+    d_pad, groups = padded_width(m), _fused_groups(m)
     narrow = wide = 0
-    for n, g in _fused_groups(m):
+    for n, g in groups:
         narrow += n * d_pad
         wide += g + n + g * n
     if m.residual == "block_attnres":
         sizes = m.attnres_block_sizes
         later = sum(size - 1 for size in sizes)
         # a block's phase-1 outputs stay alive where a later site's phase 2 reads them
-        groups = _fused_groups(m)[: len(sizes)]
-        outputs = sum(g for (_, g), size in zip(groups, sizes, strict=True) if size > 1)
+        blocks = groups[: len(sizes)]
+        outputs = sum(g for (_, g), size in zip(blocks, sizes, strict=True) if size > 1)
         return Tokens(narrow=narrow + (outputs + later) * d_pad, wide=wide + 2 * later)
     sites = m.n_sublayers + 1
     later = sum(min(ATTNRES_GROUP, sites - s) - 1 for s in range(0, sites, ATTNRES_GROUP))

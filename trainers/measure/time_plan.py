@@ -45,6 +45,13 @@ def time_plan(cfg: RunConfig, peak_flops: float, mfu: float = DEFAULT_MFU) -> Ti
     return TimePlan(t.max_steps * t.batch_size * cfg.model.seq_len, flops, seconds)
 
 
+def duration(seconds: float) -> str:
+    """A time as a short figure: ``42 s``, ``3.5 min``, ``1.47 h``."""
+    if seconds < 60:
+        return f"{seconds:.2g} s"
+    return f"{seconds / 60:.3g} min" if seconds < 3600 else f"{seconds / 3600:.3g} h"
+
+
 def planned_seconds(
     flops: float, checkpointing: str, peak_flops: float, mfu: float = DEFAULT_MFU
 ) -> float:

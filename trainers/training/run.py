@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from record.schema import Metric
 from trainers.budget import resolve_budget
-from trainers.config import AUTO, RunConfig, TrainConfig
+from trainers.config import AUTO, RunConfig, TrainConfig, micro_batch_of
 from trainers.data import DataSource
 
 if TYPE_CHECKING:
@@ -255,7 +255,7 @@ def train(
         cost=meter.finish(_rate(per_token * timed * per_rank * seq, wall, timed)),
         decode=decode,
         paths=taken(module.model, device, dtype, compiled),
-        micro_batch=int(t.micro_batch) or t.batch_size // workers,
+        micro_batch=micro_batch_of(t) or t.batch_size // workers,
         checkpointing=t.checkpointing,
     )
     if stop is not None:
