@@ -1,4 +1,4 @@
-"""The measured time plan (``nas spaces --measure``: ``nas.cell_timing``) against what the trials
+"""The measured time plan (``nas spaces --measure``: ``nas.resources.cell_timing``) against what the trials
 then took, beside the FLOP plan (``trainers.measure.time_plan`` at its assumed MFU).
 
 For each cell of a small sweep (3 wirings x 2 depths): the measured plan times a warm-up and a
@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import cli, config, machine, md_table
-from nas.cell_timing import measure
+from nas.resources.cell_timing import measure
 from trainers.config import RunConfig, TrainConfig, to_dict
 from trainers.measure.time_plan import DEFAULT_MFU, time_plan
 

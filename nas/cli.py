@@ -11,16 +11,16 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from nas.coordcheck_cmd import add_coordcheck_parser
-from nas.data_cmd import add_data_parser
-from nas.diff_cmd import add_diff_parser
+from nas.commands.coordcheck import add_coordcheck_parser
+from nas.commands.data import add_data_parser
+from nas.commands.diff import add_diff_parser
+from nas.commands.generate import add_generate_parser
+from nas.commands.report import add_report_parser
+from nas.commands.spaces import add_spaces_parser
+from nas.commands.sweep import add_sweep_parser
+from nas.commands.train import add_train_parser
+from nas.commands.ui import add_ui_parser
 from nas.exits import Exit
-from nas.generate_cmd import add_generate_parser
-from nas.report_cmd import add_report_parser
-from nas.spaces_cmd import add_spaces_parser
-from nas.sweep_cmd import add_sweep_parser
-from nas.train_cmd import add_train_parser
-from nas.ui_cmd import add_ui_parser
 
 EXIT_USAGE = Exit.USAGE
 

@@ -1,8 +1,8 @@
 """The trial record's schema: every Tune report key, MLflow tag and metric that a sweep writes and
 that the live view, the summary and the report read, and the statuses a trial can end in.
 
-Writers (``trainers.training.module``, which logs the training metrics, ``nas.trial``,
-``nas.tracking``, ``nas.lightning_hooks``) and readers (``nas.live``, ``nas.summary``,
+Writers (``trainers.training.module``, which logs the training metrics, ``nas.trial.run``,
+``nas.store.tracking``, ``nas.trial.lightning_hooks``) and readers (``nas.sweep.live``, ``nas.sweep.summary``,
 ``reports.load``, ``reports.sections``) name keys through this module only, so a renamed key is
 renamed everywhere; a test checks that what a real sweep writes is exactly what is named here. It
 lives on the ground floor (``record``), below every package that writes or reads the record, and
@@ -75,20 +75,20 @@ class Tag:
     # matmul, or --peak-flops), and what final/device_hours counts ("GPU" or "CPU core")
     PEAK_FLOPS_SOURCE = "nas.peak_flops_source"
     DEVICE_UNIT = "nas.device_unit"
-    # Where a trial ran (set by nas.trial): the torch device Lightning trained on (cpu,
+    # Where a trial ran (set by nas.trial.run): the torch device Lightning trained on (cpu,
     # cuda:0, ...), chosen from what torch sees; and the GPUs Ray assigned the trial, as Ray
     # numbers them (comma-separated, "" for none) and as CUDA_VISIBLE_DEVICES shows them to CUDA
     DEVICE = "nas.device"
     RAY_GPU_IDS = "nas.ray_gpu_ids"
     CUDA_VISIBLE_DEVICES = "nas.cuda_visible_devices"
-    # What kernels a trial ran (set by nas.trial, trainers.training.paths): "true" where the
+    # What kernels a trial ran (set by nas.trial.run, trainers.training.paths): "true" where the
     # model was compiled; the depth mixing's implementation (fused, buffered, stacked, plain; ""
     # for a wiring with one) and why; the kernel packages' versions, as JSON
     COMPILED = "nas.compiled"
     DEPTH_PATH = "nas.depth_path"
     DEPTH_PATH_REASON = "nas.depth_path_reason"
     KERNELS = "nas.kernels"
-    # How each step ran (set by nas.trial): sequences per forward on one device and the
+    # How each step ran (set by nas.trial.run): sequences per forward on one device and the
     # activation checkpointing, as trained (train.micro_batch=auto resolved on the device)
     MICRO_BATCH = "nas.micro_batch"
     CHECKPOINTING = "nas.checkpointing"
@@ -113,7 +113,7 @@ class ExperimentTag:
 
     # The experiment's kind, "custom_model_development" for a sweep: MLflow 3 UIs before the
     # "GenAI / Model training" switch open such an experiment on its runs table; 3.17 reads
-    # the switch instead (``nas.dashboard.runs_url`` sets it through the URL)
+    # the switch instead (``nas.store.dashboard.runs_url`` sets it through the URL)
     KIND = "mlflow.experimentKind"
     # A saved view of the runs table (columns, order) under a share key: the tag is this prefix
     # plus the key, and the runs table's URL names the key (``?viewStateShareKey=``)
@@ -261,7 +261,7 @@ SEEDS_FILE = "seeds.json"
 # marker that keeps it apart from the final-stage trial of the same arm, value and seed
 STAGE_POINT_KEY = "nas.stage"
 # A sweep that trains a parametrization other than sp: the coord check of each model it trains
-# (``nas.sweep_coordcheck``), one table per check (``coordcheck/<name>.csv``, the columns of
+# (``nas.sweep.coordcheck``), one table per check (``coordcheck/<name>.csv``, the columns of
 # ``trainers.measure.coordcheck_table``) and an index (JSON) saying what each checked
 COORDCHECK_FOLDER = "coordcheck"
 COORDCHECK_INDEX = f"{COORDCHECK_FOLDER}/checks.json"

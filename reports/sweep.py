@@ -42,7 +42,7 @@ TRIAL_COLUMNS = (
 
 @dataclass(frozen=True)
 class RecordedCoordCheck:
-    """One coord check a sweep recorded (``nas.sweep_coordcheck``): what it checked, as its
+    """One coord check a sweep recorded (``nas.sweep.coordcheck``): what it checked, as its
     index entry holds it (axis, sizes, steps, seeds, lr, the model's ``model.*`` fields, and
     ``error`` where the model's base sizes were refused), and its table
     (``trainers.measure.coordcheck_table``), None where it was not run or its file cannot be

@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 
-from nas.tune_run import LOCAL_WORKER_NICENESS, WORKER_NICENESS_ENV
+from nas.sweep.tune_run import LOCAL_WORKER_NICENESS, WORKER_NICENESS_ENV
 from tests.nas.sweeps import run_here
 from tests.postgres import drop_leftovers, postgres_db
 from tests.ray_cluster import pids_naming, stop, stop_shared

@@ -63,12 +63,19 @@ def targets(node: ast.Import | ast.ImportFrom, modules: set[str]) -> set[str]:
     return names & modules
 
 
-def import_graph(packages: tuple[str, ...]) -> dict[str, set[str]]:
-    """module -> the project modules it imports at file level."""
+def anywhere(tree: ast.Module) -> Iterator[ast.Import | ast.ImportFrom]:
+    """Every import a module holds, those deferred into a function too."""
+    return (n for n in ast.walk(tree) if isinstance(n, ast.Import | ast.ImportFrom))
+
+
+def import_graph(packages: tuple[str, ...], deferred: bool = False) -> dict[str, set[str]]:
+    """module -> the project modules it imports at file level (with ``deferred``, also inside
+    its functions)."""
     files = {module_name(p): p for pkg in packages for p in (ROOT / pkg).rglob("*.py")}
     modules = set(files)
+    found = anywhere if deferred else file_level
     return {
-        name: set().union(*(targets(n, modules) for n in file_level(ast.parse(path.read_text()))))
+        name: set().union(*(targets(n, modules) for n in found(ast.parse(path.read_text()))))
         - {name}
         for name, path in files.items()
     }

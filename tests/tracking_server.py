@@ -5,7 +5,7 @@ again on the same port; workers log through ``http://``.
 
 It lives with the tests because only they and ``benchmarks/sweep_scale.py`` (dev tooling) start
 a server this way; the product's ``nas ui`` starts its own as this does, from
-``nas.tracking_server`` (the store in the server's environment, not its command line)."""
+``nas.store.server`` (the store in the server's environment, not its command line)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from nas.tracking_server import mlflow_command, mlflow_env
+from nas.store.server import mlflow_command, mlflow_env
 from tests.postgres import Database
 from tests.ui import free_port
 

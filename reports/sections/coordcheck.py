@@ -1,7 +1,7 @@
 """The coord-check section (sweeps under a parametrization other than ``sp``): whether the
 parametrization kept each module class's update the same size across widths and depths for the
 models the sweep trained, from the reduced coord checks the sweep recorded before its trials
-(``nas.sweep_coordcheck``): what was checked, each check's slopes and verdict per axis, and its
+(``nas.sweep.coordcheck``): what was checked, each check's slopes and verdict per axis, and its
 figure. The verdicts are ``trainers.measure.coordcheck_table``'s, read from the recorded tables, so
 they are the ones ``nas coordcheck`` gives for the same numbers. A sweep of ``sp`` models has no
 such section."""

@@ -143,7 +143,7 @@ KernelPath = tuple[str, str]  # ("compiled" or "eager", the depth mixing's path 
 def kernel_paths(trials: pd.DataFrame) -> dict[str, dict[KernelPath, int]]:
     """Per arm, how many of its trials ran each path: compiled or eager, and the depth
     mixing's implementation where the wiring has one; only trials that recorded it
-    (``nas.trial`` tags each since issue 47)."""
+    (``nas.trial.run`` tags each since issue 47)."""
     if "compiled" not in trials:
         return {}
     recorded = trials[trials["compiled"].notna()]

@@ -1,13 +1,13 @@
 """The spaces and records the campaign tests share, so that no test module imports another:
 the campaign space texts (``BASE`` and its arms, the auto-seeds ``PILOT``, the tiny TPE
 ``TINY_SEARCH``), the searcher's small ``SEARCH`` space, and ``recorded``, a trial as the record
-reads it back (``nas.tracking.RecordedTrial``) built from its spec."""
+reads it back (``nas.store.tracking.RecordedTrial``) built from its spec."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from nas.tracking import RecordedTrial
+from nas.store.tracking import RecordedTrial
 from record.schema import Status
 from search_spaces.distributions import Choice, FloatRange
 from search_spaces.space import Objective, Space

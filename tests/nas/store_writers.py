@@ -1,5 +1,5 @@
 """Writer processes for the store-race test: each writes the same rows of one run as the others,
-in lock-step rounds, through the harness's own client (``nas.tracking._client``), as a trial's
+in lock-step rounds, through the harness's own client (``nas.store.tracking._client``), as a trial's
 retried attempt, its outbox and the driver do when a tracking server comes back."""
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ def write(
     os.environ["MLFLOW_DISABLE_TELEMETRY"] = "true"
     from mlflow.entities import Metric, RunTag
 
-    from nas.tracking import _client, fill_in
+    from nas.store.tracking import _client, fill_in
 
     client = _client(uri)
     try:

@@ -1,8 +1,8 @@
 """Helpers for the campaign tests: a sweep's runs read back from its store, the invariants any
 sweep's record keeps, what a real sweep wrote against ``record.schema``, and an invocation of
 ``nas sweep`` played without Ray (``play``): its plan made and its record opened as the command
-does (``nas.sweep_plan.plan``, ``nas.sweep_open.begin``), then each trial the campaign hands
-Tune written by the trials' own writer (``nas.tracking.TrialRun``), finished at a given loss,
+does (``nas.sweep.plan.plan``, ``nas.sweep.opening.begin``), then each trial the campaign hands
+Tune written by the trials' own writer (``nas.store.tracking.TrialRun``), finished at a given loss,
 stage after stage as the command runs them (a tuned grid's seeds once its stage is settled);
 the command with each trial trained in this process instead of on Ray (``run_here``); or
 an invocation whose time budget ran out before its first trial (``spend``).
@@ -135,16 +135,16 @@ def play(tmp: Path, args: list[str], losses: Mapping[tuple[str, int], float]) ->
     the command makes and opens them (a changed plan raises its refusal), then every trial the
     campaign hands Tune, finished at its cell's loss in ``losses`` ((arm, seed) -> final
     validation loss; a stage trial's arm names its value), written as a trial writes it; and
-    as ``nas.sweep._fit`` does, once more each time the record lets the campaign plan a later
+    as ``nas.sweep.run._fit`` does, once more each time the record lets the campaign plan a later
     stage (its decisions logged and printed); the parent run closed. Returns the specs of the
     trials it wrote, in the order the campaign handed them."""
     from dataclasses import replace
 
     from nas.cli import build_parser
-    from nas.sweep_cmd import options
-    from nas.sweep_open import begin, log_progress
-    from nas.sweep_plan import plan
-    from nas.tracking import close_sweep, recorded_trials
+    from nas.commands.sweep import options
+    from nas.store.tracking import close_sweep, recorded_trials
+    from nas.sweep.opening import begin, log_progress
+    from nas.sweep.plan import plan
 
     opts = options(build_parser().parse_args(command(tmp, *args)))
     p, record, recorded = begin(store_uri(tmp), plan(opts), opts)
@@ -165,14 +165,14 @@ def play(tmp: Path, args: list[str], losses: Mapping[tuple[str, int], float]) ->
 
 def run_here(tmp: Path, args: list[str]) -> tuple[int, Any]:
     """``nas sweep ARGS`` (a grid) as the command runs it, with its trials trained in this
-    process instead of on Ray Tune (``nas.local_run.LocalRunner``: Tune's trial function on a
+    process instead of on Ray Tune (``nas.sweep.local_run.LocalRunner``: Tune's trial function on a
     local host): what a trial and the command make of its outcome, without Ray. (What Tune
     does with the trials' reports: the real sweeps.) Returns the exit status and the runner
     (each trial's reports, by key; how many stages it was handed)."""
     from nas.cli import build_parser
-    from nas.local_run import LocalRunner
-    from nas.sweep import run_sweep
-    from nas.sweep_cmd import options
+    from nas.commands.sweep import options
+    from nas.sweep.local_run import LocalRunner
+    from nas.sweep.run import run_sweep
 
     runner = LocalRunner()
     code = run_sweep(options(build_parser().parse_args(command(tmp, *args))), runner)
@@ -182,14 +182,14 @@ def run_here(tmp: Path, args: list[str]) -> tuple[int, Any]:
 def spend(tmp: Path, args: list[str]) -> None:
     """One invocation of ``nas sweep ARGS`` whose time budget ran out before its first trial,
     without Ray: the plan and the record as the command makes and opens them, nothing handed to
-    Tune, and the record closed and summarized (printed) as ``nas.sweep`` closes it then. (That
+    Tune, and the record closed and summarized (printed) as ``nas.sweep.run`` closes it then. (That
     the command exits 75 then, with Ray: the real grid sweep of test_sweep.py.)"""
     from nas.cli import build_parser
-    from nas.sweep import _finish
-    from nas.sweep_cmd import options
-    from nas.sweep_open import begin
-    from nas.sweep_plan import plan
-    from nas.tracking import close_sweep
+    from nas.commands.sweep import options
+    from nas.store.tracking import close_sweep
+    from nas.sweep.opening import begin
+    from nas.sweep.plan import plan
+    from nas.sweep.run import _finish
 
     opts = options(build_parser().parse_args(command(tmp, *args)))
     p, record, _ = begin(store_uri(tmp), plan(opts), opts)
@@ -198,10 +198,10 @@ def spend(tmp: Path, args: list[str]) -> None:
 
 
 def write_trial(record: Any, spec: Any, loss: float) -> None:
-    """A finished trial of ``spec`` as ``nas.trial`` records it: its run (params, the arm and
+    """A finished trial of ``spec`` as ``nas.trial.run`` records it: its run (params, the arm and
     seed tags), training and validation losses by step, the final loss, steps and parameter
     count, its outcome."""
-    from nas.tracking import TrialRun
+    from nas.store.tracking import TrialRun
     from trainers.config import flatten
     from trainers.measure.memory_plan import param_count
 

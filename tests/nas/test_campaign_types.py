@@ -1,4 +1,4 @@
-"""The two campaign types (``nas.campaign``) without Ray: what is left, how many in all and how
+"""The two campaign types (``nas.campaign.kinds``) without Ray: what is left, how many in all and how
 many settled given a record, the Tune trials each hands Tune, the spec of a Tune config, the
 summary's plan, and the plan holding one campaign made from its space's kind."""
 
@@ -12,9 +12,9 @@ from typing import get_args
 
 import pytest
 
-from nas.campaign import CAMPAIGNS, GridCampaign, SearchCampaign, campaign_of
+from nas.campaign.kinds import CAMPAIGNS, GridCampaign, SearchCampaign, campaign_of
 from nas.spec import search_spec, trial_label
-from nas.tracking import RecordedTrial
+from nas.store.tracking import RecordedTrial
 from record.schema import GRID_PARAM, Status
 from search_spaces import BUILTIN
 from search_spaces.space import Kind
@@ -160,7 +160,7 @@ def test_a_search_s_summary_plan_is_what_it_recorded_then_what_it_did_not_propos
 
 def test_a_plan_holds_one_campaign_of_its_space(tmp_path: Path) -> None:
     """The plan's space, base, specs and skipped cells are its campaign's."""
-    from nas.sweep_plan import SweepOptions, plan
+    from nas.sweep.plan import SweepOptions, plan
 
     grid = plan(SweepOptions("smoke", seeds=(0, 1), storage_path=str(tmp_path)))
     assert isinstance(grid.campaign, GridCampaign) and grid.campaign.total == 4
@@ -182,7 +182,7 @@ def test_each_campaign_describes_what_it_runs() -> None:
 def test_a_search_s_summary_lists_every_recorded_trial_as_planned() -> None:
     """Through the summary, a search's plan keeps every recorded trial in it (a killed one
     keeps the sweep open) and each proposal not made is 'not started'."""
-    from nas.summary import NOT_STARTED, UNSETTLED, outcomes
+    from nas.sweep.summary import NOT_STARTED, UNSETTLED, outcomes
 
     search, recorded = _search_record()
     results = outcomes(search.planned(recorded), recorded)

@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from nas.dashboard import VIEW_KEY, runs_url
-from nas.tracking import TrialRun, open_sweep, set_outcome
+from nas.store.dashboard import VIEW_KEY, runs_url
+from nas.store.tracking import TrialRun, open_sweep, set_outcome
 from record.schema import EXPERIMENT_KIND, ExperimentTag, Metric, Status, Tag
 
 

@@ -131,9 +131,9 @@ def test_training_on_a_damaged_corpus(
 def test_a_sweep_over_a_corpus_prepared_again_is_refused(prepared: Path, tmp_path: Path) -> None:
     """A sweep's recorded trials name the manifest they trained on: continuing the sweep after
     the folder was prepared again is a changed plan (refused), not a mix of two corpora."""
-    from nas.plan_check import conflicts
-    from nas.sweep_plan import SweepOptions, plan
-    from nas.tracking import RecordedTrial, StoredSweep, SweepRecord
+    from nas.campaign.plan_check import conflicts
+    from nas.store.tracking import RecordedTrial, StoredSweep, SweepRecord
+    from nas.sweep.plan import SweepOptions, plan
     from record.schema import Status
     from trainers.config import flatten
     from trainers.corpus.manifest import manifest_hash
@@ -249,7 +249,7 @@ def test_a_sweep_takes_the_vocabulary_from_the_corpus_once(
     """A sweep's base is resolved against its corpus before launch: the base the parent run
     records and every trial take the manifest's vocabulary (data given by --set, or by the
     space's base), and an arm that gives a larger one keeps it."""
-    from nas.sweep_plan import SweepOptions, plan
+    from nas.sweep.plan import SweepOptions, plan
     from trainers.config import flatten
     from trainers.corpus.manifest import read_manifest
 
@@ -275,7 +275,7 @@ def test_a_given_vocabulary_too_small_is_refused(
 ) -> None:
     """A model.vocab_size given below the corpus's is refused in the same one line, exit 2,
     nothing written, by nas train and by a sweep's plan (given by --set, or by an arm)."""
-    from nas.sweep_plan import SweepOptions, plan
+    from nas.sweep.plan import SweepOptions, plan
     from trainers.corpus.manifest import read_manifest
 
     monkeypatch.chdir(tmp_path)

@@ -1,4 +1,4 @@
-"""Data-parallel sweep trials (``nas sweep --workers-per-trial``, ``nas.data_parallel``): two
+"""Data-parallel sweep trials (``nas sweep --workers-per-trial``, ``nas.trial.data_parallel``): two
 gloo workers on the CPU train what one process trains on the same global batch, and a killed
 worker's trial is retried from its checkpoint into the same run.
 
@@ -27,8 +27,8 @@ from typing import Any
 
 import pytest
 
-from nas.checkpoints import MARK_NAME
-from nas.data_parallel import check_split
+from nas.trial.checkpoints import MARK_NAME
+from nas.trial.data_parallel import check_split
 from record.schema import PROFILE_FOLDER, ROLE_TRIAL, Metric, Tag
 from tests.nas.sweeps import run_here
 from tests.ray_cluster import pids_naming, shared_env

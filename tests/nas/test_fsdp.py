@@ -1,4 +1,4 @@
-"""Sharded data-parallel training (``nas.data_parallel.Workers(strategy="fsdp")``: FSDP2, each
+"""Sharded data-parallel training (``nas.trial.data_parallel.Workers(strategy="fsdp")``: FSDP2, each
 Transformer block one unit): two gloo workers on the CPU train what one process trains on the
 same global batch, resume from their checkpoint, and give the result one process gives.
 
@@ -25,8 +25,8 @@ from typing import Any
 
 import pytest
 
-from nas.checkpoints import CKPT_NAME, MARK_NAME
-from nas.data_parallel import Workers, check_strategy
+from nas.trial.checkpoints import CKPT_NAME, MARK_NAME
+from nas.trial.data_parallel import Workers, check_strategy
 from tests.ray_cluster import shared_env
 from trainers.config import RunConfig
 from trainers.config_io import from_dict
@@ -107,7 +107,7 @@ def fits(folder: str) -> None:
     ``folder/fits.json``."""
     import ray
 
-    from nas.data_parallel import train_data_parallel
+    from nas.trial.data_parallel import train_data_parallel
     from trainers.training.run import train
 
     tmp, cfg, workers = Path(folder), _cfg(), Workers(2, strategy="fsdp")

@@ -21,7 +21,7 @@ SEQ_LEN = 32
 
 
 class SaveAtEnd(L.Callback):
-    """The Lightning checkpoint a sweep trial leaves (``nas.lightning_hooks.save_marked``)."""
+    """The Lightning checkpoint a sweep trial leaves (``nas.trial.lightning_hooks.save_marked``)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -103,8 +103,8 @@ def test_a_sweep_trial_is_found_by_its_run_id(
     """A trial's MLflow run id (a real SQLite store written as a sweep writes it) leads to its
     newest checkpoint that loads on its sweep's storage: the parent's sweep key, the trial key
     (a newer, truncated one passed over)."""
-    from nas.checkpoints import write_mark
-    from nas.tracking import TrialRun, open_sweep
+    from nas.store.tracking import TrialRun, open_sweep
+    from nas.trial.checkpoints import write_mark
     from record.schema import Status
 
     folder = tmp_path / "storage" / "gen"
@@ -206,7 +206,7 @@ def test_a_checkpoint_from_before_reads_through_the_upgrade(tmp_path: Path) -> N
     the configuration it trained and weights that load strictly into its model."""
     import torch
 
-    from nas.generate_cmd import load_trial
+    from nas.commands.generate import load_trial
     from trainers.config_io import nest
     from trainers.model.transformer import DeepTransformer
 

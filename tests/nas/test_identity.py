@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from nas.plan_check import conflicts
+from nas.campaign.plan_check import conflicts
 from nas.spec import grid_specs, proposal_identity, search_spec
-from nas.sweep_plan import SweepOptions, plan
-from nas.tracking import RecordedTrial, StoredSweep, SweepRecord
+from nas.store.tracking import RecordedTrial, StoredSweep, SweepRecord
+from nas.sweep.plan import SweepOptions, plan
 from record.schema import Status
 from search_spaces import grid_cells
 from search_spaces.distributions import Choice
@@ -296,7 +296,7 @@ def test_train_configuration_drops_what_a_file_gives_an_unread_field(tmp_path: P
     an unread value loads, at the field's default; a --set on top that the model reads is kept."""
     import argparse
 
-    from nas.train_cmd import configuration
+    from nas.commands.train import configuration
 
     path = tmp_path / "config.yaml"
     path.write_text("model:\n  residual: standard\n  hc_streams: 2\n  rope_base: 500.0\n")

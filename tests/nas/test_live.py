@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from nas.live import MAX_ROWS, TrialRow, progress_bar, render_table
+from nas.sweep.live import MAX_ROWS, TrialRow, progress_bar, render_table
 
 
 def test_progress_bar_fills_in_proportion() -> None:

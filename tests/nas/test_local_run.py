@@ -1,4 +1,4 @@
-"""The in-process runner (``nas.local_run``) takes what it can run as Tune would, and refuses
+"""The in-process runner (``nas.sweep.local_run``) takes what it can run as Tune would, and refuses
 what only Ray runs, before any trial starts."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``--device-memory`` (``nas.memory_check``): its sizes, ``nas spaces``' per-cell plan and
+"""``--device-memory`` (``nas.resources.memory``): its sizes, ``nas spaces``' per-cell plan and
 verdict, and a sweep refused before launch that then plans and records the setting it was told
 (without Ray: the check is the plan's; training on micro-batches is the trainer tests')."""
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from nas.cli import main
-from nas.memory_check import parse_size
+from nas.resources.memory import parse_size
 from tests.nas import sweeps
 
 GIB = 2**30
@@ -101,7 +101,7 @@ def test_a_trial_is_planned_on_its_own_device(
     """The memory a sweep plans each trial with: the stated one, divided by a fractional GPU
     share; never the driver's own device for a cluster's trials. The 'auto' micro-batches of
     the trials are resolved against it where it is stated or shared."""
-    from nas.sweep_plan import SweepOptions, stated_memory, trial_memory
+    from nas.sweep.plan import SweepOptions, stated_memory, trial_memory
 
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     opts = SweepOptions(space="smoke", **options)  # type: ignore[arg-type]
@@ -115,8 +115,8 @@ def test_a_cluster_sweep_without_a_device_memory_says_it_is_not_planned(
 ) -> None:
     """A driver outside the cluster does not check the cells against its own device; it says
     so and how to plan them."""
-    from nas.campaign import campaign_of
-    from nas.sweep_plan import SweepOptions, _check_memory
+    from nas.campaign.kinds import campaign_of
+    from nas.sweep.plan import SweepOptions, _check_memory
     from search_spaces import BUILTIN
     from trainers.config import RunConfig
 
@@ -130,8 +130,8 @@ def test_a_search_is_planned_at_its_largest_corners(capsys: pytest.CaptureFixtur
     """pareto_size samples residual x depth x width: its plan holds the largest depth and width
     with each wiring (not the base's 4 x 64), and a device too small for the largest is refused
     before launch, naming that corner, as a grid's cell is."""
-    from nas.campaign import campaign_of
-    from nas.memory_check import cells
+    from nas.campaign.kinds import campaign_of
+    from nas.resources.memory import cells
     from search_spaces import BUILTIN
     from trainers.settings import under_settings
 
@@ -152,7 +152,7 @@ def test_an_auto_micro_batch_is_checked_for_the_split_only() -> None:
     is checked, and the micro-batch is left to the trial's device."""
     import dataclasses
 
-    from nas.data_parallel import check_split
+    from nas.trial.data_parallel import check_split
     from trainers.config import RunConfig
 
     base = RunConfig()

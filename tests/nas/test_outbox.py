@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from nas.outbox import (
+from nas.store.outbox import (
     OUTAGE_ENV,
     Entry,
     Files,

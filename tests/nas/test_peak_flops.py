@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from nas.sweep_open import context
-from nas.sweep_plan import SweepOptions, plan
-from nas.tracking import SweepRecord
+from nas.store.tracking import SweepRecord
+from nas.sweep.opening import context
+from nas.sweep.plan import SweepOptions, plan
 from trainers.config import flatten
 
 

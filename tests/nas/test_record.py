@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from nas.checkpoints import CKPT_NAME, latest_checkpoints, next_experiment, write_mark
-from nas.plan_check import conflicts, differences
+from nas.campaign.plan_check import conflicts, differences
 from nas.spec import grid_specs, search_spec, trial_key
-from nas.tracking import RecordedTrial, StoredSweep, SweepRecord
+from nas.store.tracking import RecordedTrial, StoredSweep, SweepRecord
+from nas.trial.checkpoints import CKPT_NAME, latest_checkpoints, next_experiment, write_mark
 from record.schema import Status
 from search_spaces import BUILTIN, grid_cells
 from tests.nas.spaces import SEARCH, recorded
@@ -104,7 +104,7 @@ def test_searcher_warm_start_holds_every_settled_trial_and_reruns_the_killed() -
     loss for a finished one), and proposes the killed trial's point again first, so its key
     finds its run and checkpoint; settled trials count against --trials."""
     pytest.importorskip("optuna")
-    from nas.searcher import remaining, searcher
+    from nas.campaign.searcher import remaining, searcher
 
     base = RunConfig()
     done = search_spec(base, SEARCH, {"train.lr": 0.001, "model.d_model": 32}, 0)
@@ -132,7 +132,7 @@ def test_time_budget_stops_at_the_next_report_and_lets_the_outcome_through() -> 
     the driver ends past the deadline is killed (resumable), before it stopped early."""
     import time
 
-    from nas.outcomes import TimeBudget, ended_by_driver
+    from nas.sweep.outcomes import TimeBudget, ended_by_driver
 
     report = {"val_loss": 3.0, "step": 10}
     assert TimeBudget(time.time() - 1)("t", report)
@@ -146,7 +146,7 @@ def test_unplanned_trials_are_reported_but_do_not_keep_a_grid_open() -> None:
     """A grid whose plan dropped a seed: the recorded trial of that seed is listed, but its
     status (killed) does not make this invocation's plan unsettled; a planned trial with no
     run is 'not started' and does."""
-    from nas.summary import NOT_STARTED, outcomes
+    from nas.sweep.summary import NOT_STARTED, outcomes
 
     base = RunConfig()
     specs = grid_specs(grid_cells(BUILTIN["smoke"], base)[0])
@@ -162,7 +162,7 @@ def test_set_and_max_steps_reach_every_planned_trial_over_the_space_base(tmp_pat
     """``--set`` of a key the space's base sets, and ``--max-steps``, reach every trial of a
     grid (its cells' points carry the space's base, which used to win over them silently),
     while each arm's own settings still win over ``--set``."""
-    from nas.sweep_plan import SweepOptions, plan
+    from nas.sweep.plan import SweepOptions, plan
 
     storage = str(tmp_path / "ray")
     sets = ("train.max_steps=300", "model.d_model=32", "model.residual=rezero")

@@ -1,4 +1,4 @@
-"""nas/seeds_campaign.py and ``nas sweep --seeds auto``'s bad input, without Ray: the pilot's
+"""nas/campaign/seeds.py and ``nas sweep --seeds auto``'s bad input, without Ray: the pilot's
 cells, the choice made from a constructed record, the extra seeds it plans, and the refusals."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from nas.campaign.seeds import AutoSeedsCampaign
 from nas.cli import main
-from nas.seeds_campaign import AutoSeedsCampaign
-from nas.tracking import RecordedTrial
+from nas.store.tracking import RecordedTrial
 from record.schema import Metric, Status, Tag
 from search_spaces import get_space
 from search_spaces.seed_choice import SeedRule, choose

@@ -147,7 +147,7 @@ def test_measure_times_each_cell_in_its_own_process(capsys: pytest.CaptureFixtur
 def test_a_cell_that_fails_to_run_is_one_line() -> None:
     """A cell whose process outlives its limit is one line saying so (its process is ended);
     an out-of-memory error of any device reads as such, any other as its first line."""
-    from nas.cell_timing import OOM, _why, measure
+    from nas.resources.cell_timing import OOM, _why, measure
 
     with pytest.raises(ValueError) as err:
         measure(_cfg(max_steps=2), 2, 0.2)  # importing torch and Lightning alone takes longer
@@ -157,7 +157,7 @@ def test_a_cell_that_fails_to_run_is_one_line() -> None:
 
 
 def test_a_trial_is_its_first_step_then_the_rest_at_the_steady_step() -> None:
-    from nas.cell_timing import CellTiming
+    from nas.resources.cell_timing import CellTiming
 
     timing = CellTiming(
         step_s=0.5, first_step_s=30.0, peak_mem_mb=1.0, mfu=0.3, peak_flops=1e12, device="cpu",

@@ -4,7 +4,7 @@ PostgreSQL: no "database is locked", no migration race, eight runs.
 Eight worker processes are started once for the module with what opening a store imports
 already imported (forked from a server process that imported it: spawning eight fresh
 interpreters to import MLflow cost 12 s), so each test's race is on the store, not on imports;
-a barrier releases them together and each opens the store for the first time and does what a trial does through ``nas.tracking``:
+a barrier releases them together and each opens the store for the first time and does what a trial does through ``nas.store.tracking``:
 ``TrialRun``, ``log_metrics`` for every step, ``end``. Two races:
 
 - no driver: the store does not exist yet (no SQLite file; a PostgreSQL database with no
@@ -14,7 +14,7 @@ a barrier releases them together and each opens the store for the first time and
 - a driver first: ``open_sweep`` creates the store, the experiment and the parent run, and the
   eight trials race on a store none of them has opened.
 
-``nas.tracking._client`` opens every store through ``nas.store_init.prepare_store``; without it
+``nas.store.tracking._client`` opens every store through ``nas.store.prepare.prepare_store``; without it
 every worker of the no-driver race but one or two fails while migrating.
 """
 
@@ -32,7 +32,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from nas.tracking import SweepRecord, TrialRun, _client, open_sweep
+from nas.store.tracking import SweepRecord, TrialRun, _client, open_sweep
 from record.schema import Metric, Status, Tag
 
 N_TRIALS = 8

@@ -1,4 +1,4 @@
-"""The writer's judge of a failed write (``nas.store_errors``): what is retried, what ends the
+"""The writer's judge of a failed write (``nas.store.errors``): what is retried, what ends the
 writer, and that a retried write is repeated only while the store may yet take it."""
 
 from __future__ import annotations
@@ -10,8 +10,7 @@ import requests
 import sqlalchemy.exc
 from mlflow.exceptions import MlflowException, RestException
 
-from nas.outbox import Outbox
-from nas.store_errors import (
+from nas.store.errors import (
     StoreRefusal,
     StoreVerdict,
     TrackingOutage,
@@ -19,6 +18,7 @@ from nas.store_errors import (
     retrying,
     store_error_line,
 )
+from nas.store.outbox import Outbox
 
 
 def _rest(code: str, message: str) -> RestException:

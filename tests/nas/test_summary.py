@@ -1,4 +1,4 @@
-"""The sweep's last screen (``nas.summary.print_end``) on a real recorded store (the old smoke
+"""The sweep's last screen (``nas.sweep.summary.print_end``) on a real recorded store (the old smoke
 sweep of ``tests/reports/old_record.py``, no Ray): the arms as the report's first table gives
 them, then one line saying where the best configuration was written, never the YAML itself."""
 
@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from nas.spec import grid_specs
-from nas.summary import BEST_CONFIG, Outcome, print_end
-from nas.tracking import RecordedTrial
+from nas.store.tracking import RecordedTrial
+from nas.sweep.summary import BEST_CONFIG, Outcome, print_end
 from record.schema import Metric, Status
 from search_spaces import BUILTIN, grid_cells
 from tests.reports.old_record import unpack
@@ -74,7 +74,7 @@ def test_the_best_configuration_is_saved_and_named_not_printed(
 ) -> None:
     """``write_best`` writes the YAML file and prints one line naming it (it used to print the
     configuration's 60 lines)."""
-    from nas.summary import write_best
+    from nas.sweep.summary import write_best
 
     path = tmp_path / "best.yaml"
     write_best(_best(), path)

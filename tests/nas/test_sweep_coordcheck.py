@@ -1,4 +1,4 @@
-"""The coord check a sweep records (``nas.sweep_coordcheck``): a sweep under a parametrization
+"""The coord check a sweep records (``nas.sweep.coordcheck``): a sweep under a parametrization
 other than sp records one check per wiring and axis on its parent run (a real SQLite MLflow
 store), the report reads them back with their verdicts and figures, an extended sweep runs none
 again, and an sp sweep records nothing."""
@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from nas.sweep_coordcheck import planned, record_coordchecks
-from nas.sweep_plan import Plan, SweepOptions, plan
-from nas.tracking import open_sweep, sweep_text
+from nas.store.tracking import open_sweep, sweep_text
+from nas.sweep.coordcheck import planned, record_coordchecks
+from nas.sweep.plan import Plan, SweepOptions, plan
 from record.schema import COORDCHECK_INDEX, Tag
 from reports.document import Figure, Table
 from reports.load import load_sweep

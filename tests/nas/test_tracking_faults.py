@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from nas.outbox import JOURNAL_FOLDER, OUTAGE_ENV
+from nas.store.outbox import JOURNAL_FOLDER, OUTAGE_ENV
 from record.schema import RUN_STATUS, Metric, Status, Tag
 from tests.postgres import database
 from tests.ray_cluster import shared_env
@@ -85,7 +85,7 @@ def _start(
 
 def _env(**extra: str) -> dict[str, str]:
     """The sweep's environment: the session's shared Ray cluster, whose workers get ``extra``
-    through the job's runtime environment (``nas.tune_run.start_ray`` forwards them)."""
+    through the job's runtime environment (``nas.sweep.tune_run.start_ray`` forwards them)."""
     return {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true", **shared_env(), **extra}
 
 

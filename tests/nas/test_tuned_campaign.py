@@ -1,4 +1,4 @@
-"""The tuned grid (``nas.campaign.TunedGridCampaign``) without Ray: its learning-rate stage as
+"""The tuned grid (``nas.campaign.kinds.TunedGridCampaign``) without Ray: its learning-rate stage as
 ordinary specs with keys of their own, what it counts as left while a choice is pending, the seeds
 it plans from a settled stage, what it records of its choices, and the refusal of a changed
 grid."""
@@ -10,7 +10,7 @@ from dataclasses import replace
 
 import pytest
 
-from nas.campaign import TunedGridCampaign, campaign_of
+from nas.campaign.kinds import TunedGridCampaign, campaign_of
 from nas.spec import trial_key
 from record.schema import GRID_PARAM, STAGE_POINT_KEY, Status, Tag
 from search_spaces import BUILTIN

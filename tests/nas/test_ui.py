@@ -10,7 +10,7 @@ import signal
 import time
 from pathlib import Path
 
-from nas.dashboard import VIEW_KEY
+from nas.store.dashboard import VIEW_KEY
 from record.schema import ROLE_SWEEP, Tag
 from tests.postgres import Database
 from tests.proc import SecretWatch
@@ -80,7 +80,7 @@ def test_ui_prints_the_runs_table_and_sigterm_stops_the_server(tmp_path: Path) -
     training side, the sweep's saved view); ``kill -TERM`` of the nas ui process alone, as a
     supervisor sends it, ends it and the server it started (uvicorn included): no process of
     the server's group survives and the port is free. (SIGHUP takes the same path.)"""
-    from nas.tracking import open_sweep
+    from nas.store.tracking import open_sweep
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     record = open_sweep(uri, SWEEP, "key", {}, {"train.lr": 0.01})

@@ -1,6 +1,6 @@
 """The record's one upgrade step (``record.upgrade``): each version's step on a run in that
 version's shape, and the chain's properties: a current run is left as it is, upgrading twice is
-upgrading once, and an old run reads as the current writer (``nas.tracking``) records the same
+upgrading once, and an old run reads as the current writer (``nas.store.tracking``) records the same
 trial, on a real SQLite store."""
 
 from __future__ import annotations
@@ -133,7 +133,7 @@ def test_an_old_run_upgrades_to_what_the_current_writer_records(
     version-1 trial's step as not recorded, as it always did.)"""
     from mlflow.tracking import MlflowClient
 
-    from nas.tracking import TrialRun, open_sweep
+    from nas.store.tracking import TrialRun, open_sweep
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     record = open_sweep(uri, "s", "key", {}, {})

@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from nas.tracking import TrialRun, _client, open_sweep
+from nas.store.tracking import TrialRun, _client, open_sweep
 from record.schema import RECORD_VERSION, Status, Tag
 from record.upgrade import record_version
 from reports.normalize import recorded, trial_status
@@ -35,7 +35,7 @@ def test_a_field_newer_than_the_record_reads_as_its_default() -> None:
 
 
 def test_the_writer_tags_each_new_run_with_the_current_version(tmp_path: Path) -> None:
-    """The parent run and a trial run ``nas.tracking`` creates carry ``RECORD_VERSION``."""
+    """The parent run and a trial run ``nas.store.tracking`` creates carry ``RECORD_VERSION``."""
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     record = open_sweep(uri, "s", "key", {}, {})
     run = TrialRun(record, "k1", {"train.lr": 0.01}, {Tag.ARM: "a", Tag.SEED: "0"})

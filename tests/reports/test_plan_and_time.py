@@ -161,7 +161,7 @@ def test_a_trial_records_what_the_plan_gave_its_steps() -> None:
     records no plan rather than a made-up one."""
     from types import SimpleNamespace
 
-    from nas.trial import _planned
+    from nas.trial.run import _planned
 
     result = SimpleNamespace(
         cost=SimpleNamespace(peak_flops=1e15), train_flops=4e15, checkpointing="none"

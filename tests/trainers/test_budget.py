@@ -8,8 +8,8 @@ from dataclasses import replace
 
 import pytest
 
-from nas.plan_check import differences
-from nas.sweep_plan import SweepOptions, plan
+from nas.campaign.plan_check import differences
+from nas.sweep.plan import SweepOptions, plan
 from trainers.budget import (
     REFERENCE_STEPS,
     budget_params,
@@ -179,7 +179,7 @@ def test_asha_never_compares_budgeted_trials_at_equal_steps(tmp_path: object) ->
     an explicit `--scheduler asha` is refused; the same search without a budget gets ASHA."""
     from ray.tune.schedulers import ASHAScheduler
 
-    from nas.tune_run import _scheduler
+    from nas.sweep.tune_run import _scheduler
 
     plain = _plan(tmp_path, "tune_lr")
     assert isinstance(_scheduler(SweepOptions("tune_lr"), plain), ASHAScheduler)  # type: ignore[arg-type]

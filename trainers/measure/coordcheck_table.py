@@ -17,6 +17,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 Axis = Literal["width", "depth"]
+# The sizes a check covers unless told (``nas coordcheck``'s defaults; a sweep's own check starts
+# its depths from the smallest): widths as d_model, depths as n_layers.
+WIDTHS = (32, 64, 128, 256)
+DEPTHS = (2, 4, 8, 16, 32)
 Kind = Literal["values", "deltas"]
 # The module classes measured, in the table's order: the token embedding's output, every
 # attention's logits (q·k times its scale, causal positions) and output and every MLP's output

@@ -170,7 +170,7 @@ def train(
     result's MFU (``trainers.measure.device_cost``).
 
     ``strategy`` and ``plugins`` (Lightning's) train data-parallel over the processes they
-    name (``nas.data_parallel`` passes Ray Train's DDP): ``train.batch_size`` stays the global
+    name (``nas.trial.data_parallel`` passes Ray Train's DDP): ``train.batch_size`` stays the global
     batch, each rank taking an equal share of every step's sequences; the dilution profile
     runs on rank 0 only. ``workers`` counts them, for ``train.micro_batch=auto``, which is
     resolved on this device (``fit_micro_batch``; ``device_bytes``: the memory the caller plans
@@ -226,7 +226,7 @@ def train(
         trainer.validate(module, datamodule=data, verbose=False)
     wall = time.perf_counter() - start
     # After the fit's clock: a few dozen decoded tokens, on the model as it ended. Rank 0 alone,
-    # whose result is the record's (nas.data_parallel): ranks timing at once on shared cores
+    # whose result is the record's (nas.trial.data_parallel): ranks timing at once on shared cores
     # would each measure the others' load.
     bf16 = resolve_precision(t).startswith("bf16")
     decode = _decode(module.model, trainer, bf16, sharded)
