@@ -60,15 +60,15 @@ bench: setup
 # A 200-trial sweep on SQLite and through a PostgreSQL-backed MLflow server, then `nas report`:
 # too long for `make bench`'s budget with the rest. Needs PostgreSQL at
 # NAS_TEST_POSTGRES (default postgresql://postgres@127.0.0.1:5432/postgres); 10 trials:
-# `python -m benchmarks.sweep_scale --quick`.
+# `python -m benchmarks.harness.sweep_scale --quick`.
 bench-scale: setup
-	$(BIN)/python -m benchmarks.sweep_scale
+	$(BIN)/python -m benchmarks.harness.sweep_scale
 
 # The results gallery, docs/results/: each study's sweep (kept in ./gallery, so a settled one is
 # only reported again) and its Markdown report (docs/development.md: how long; the Table 4
 # ablation, 21 arms x 3 seeds, takes most of it).
 results: setup
-	$(BIN)/python -m benchmarks.gallery
+	$(BIN)/python -m benchmarks.harness.gallery
 
 bytecode: setup
 	@$(BIN)/python -m compileall -q -j 0 $(SOURCES) > /dev/null

@@ -65,7 +65,7 @@ def existing_path(model: DeepTransformer) -> DeepTransformer:
     """``model`` with Block AttnRes kept on the existing path where flash-attn-res would take it
     (CUDA, bf16): these benchmarks measure the wirings as the CPU figures do, and the package's
     Triton autotuning costs over 100 s per new shape in a process (measured on an H200, 2026-12-04),
-    more than a stage's budget. ``benchmarks.fused_block`` measures the fused path."""
+    more than a stage's budget. ``benchmarks.gpu.fused_block`` measures the fused path."""
     return on_path(model, fused=False)
 
 

@@ -19,26 +19,31 @@ from pathlib import Path
 from benchmarks.common import machine
 
 ORDER = (
-    "harness_overhead",
-    "variant_cost",
-    "cost_growth",
-    "utilization",
-    "inference",
-    "diagnostics_cost",
-    "compile_speedup",
-    "compile_cache",
-    "sweep_overhead",
-    "memory_plan",
+    "harness.harness_overhead",
+    "model.variant_cost",
+    "model.cost_growth",
+    "model.utilization",
+    "model.inference",
+    "model.diagnostics_cost",
+    "model.compile_speedup",
+    "model.compile_cache",
+    "harness.sweep_overhead",
+    "model.memory_plan",
 )
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
 BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"
+
+
+def short(name: str) -> str:
+    """A benchmark's name without its room: its JSON file's and its heading's."""
+    return name.rsplit(".", 1)[-1]
 
 
 def run_one(name: str, out: Path, quick: bool) -> tuple[dict, float]:
     start = time.perf_counter()
     cmd = [sys.executable, "-m", f"benchmarks.{name}", "--out", str(out)]
     subprocess.run([*cmd, "--quick"] if quick else cmd, check=True, capture_output=True)
-    return json.loads((out / f"{name}.json").read_text()), time.perf_counter() - start
+    return json.loads((out / f"{short(name)}.json").read_text()), time.perf_counter() - start
 
 
 def section(names: list[str], out: Path, quick: bool) -> str:
@@ -55,9 +60,9 @@ def section(names: list[str], out: Path, quick: bool) -> str:
         result, seconds = run_one(name, out, quick)
         total += seconds
         module = importlib.import_module(f"benchmarks.{name}")
-        parts.append(f"### {name.replace('_', ' ')}\n\n{module.markdown(result)}")
+        parts.append(f"### {short(name).replace('_', ' ')}\n\n{module.markdown(result)}")
         parts.append(f"*`python -m benchmarks.{name}`: {seconds:.0f} s.*")
-        print(f"{name}: {seconds:.0f} s", flush=True)
+        print(f"{short(name)}: {seconds:.0f} s", flush=True)
     parts.append(f"All of the above: {total / 60:.1f} minutes.")
     return "\n\n".join(parts)
 
@@ -79,11 +84,12 @@ def main() -> None:
     ap.add_argument("--no-docs", action="store_true", help="print the section, leave docs alone")
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results"))
     args = ap.parse_args()
-    names = args.only.split(",") if args.only else list(ORDER)
+    by_short = {short(n): n for n in ORDER}
+    names = [by_short.get(n, n) for n in args.only.split(",")] if args.only else list(ORDER)
     unknown = [n for n in names if n not in ORDER]
     if unknown:
         raise SystemExit(
-            f"unknown benchmark(s) {', '.join(unknown)}; choose from: {', '.join(ORDER)}"
+            f"unknown benchmark(s) {', '.join(unknown)}; choose from: {', '.join(by_short)}"
         )
     args.out.mkdir(parents=True, exist_ok=True)
     text = section(names, args.out, args.quick)

@@ -1,4 +1,4 @@
-"""The benchmarks' time budget (``--budget-s``, what ``benchmarks/gpu_check.sh`` fits a device
+"""The benchmarks' time budget (``--budget-s``, what ``benchmarks/gpu/gpu_check.sh`` fits a device
 session with): past the deadline no new round starts and the next depth is skipped, the first
 round always runs, and the result says what was left out."""
 
@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks import variant_cost
 from benchmarks.common import Deadline, interleaved
+from benchmarks.model import variant_cost
 
 
 def _counter() -> tuple[list[int], dict[str, object]]:
@@ -41,7 +41,7 @@ def test_variant_cost_skips_the_depths_past_its_budget_and_says_so() -> None:
 def test_decode_runs_one_round_past_its_budget_and_standard_is_its_own_unit() -> None:
     """The decode benchmark under a spent budget: one round, said in the Markdown; every ratio
     of standard to itself is 1, and the KV bytes per position are the same for every wiring."""
-    from benchmarks import decode
+    from benchmarks.model import decode
 
     result = decode.run(quick=True, deadline=Deadline.after(0))
     assert result["rounds_run"] == 1
@@ -60,10 +60,10 @@ def test_decode_runs_one_round_past_its_budget_and_standard_is_its_own_unit() ->
 def test_memory_plans_gpu_table_skips_groups_past_its_budget_and_says_so(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The GPU path of benchmarks/memory_plan.py, run on the CPU at a spent budget: the first
+    """The GPU path of benchmarks/model/memory_plan.py, run on the CPU at a spent budget: the first
     (depth, micro-batch) group runs one round of its two, the other groups are skipped, and the
     Markdown names both; standard is its own unit and an unchecked step has no 'vs none'."""
-    from benchmarks import memory_plan as mp
+    from benchmarks.model import memory_plan as mp
 
     monkeypatch.setattr(mp, "DEVICE_ARMS", ("standard", "attnres"))
     s = {

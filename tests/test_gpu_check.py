@@ -1,4 +1,4 @@
-"""What ``benchmarks/gpu_check.sh`` runs on a lent GPU, checked without one: the memory plan's
+"""What ``benchmarks/gpu/gpu_check.sh`` runs on a lent GPU, checked without one: the memory plan's
 GPU settings are the issue's and fit an H200 with margin, every stage takes a budget, and the dry
 run's printout lists every stage."""
 
@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 import torch
 
-from benchmarks import gpu_plan
-from benchmarks import memory_plan as mp
+from benchmarks.gpu import gpu_plan
+from benchmarks.model import memory_plan as mp
 from trainers.measure.memory_plan import memory_plan
 
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu_check.sh"
+SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu" / "gpu_check.sh"
 H200_BYTES = 139 * 2**30
 
 
@@ -61,17 +61,17 @@ def test_a_memory_plan_group_fits_an_h200_with_half_to_spare() -> None:
 def test_every_stage_takes_a_budget_and_a_device() -> None:
     """Each benchmark gpu_check.sh runs is budgeted (its run takes a deadline: --budget-s) and
     runs on a GPU (its run takes a device), the memory plan among them."""
-    assert "memory_plan" in _stages()
+    assert "model.memory_plan" in _stages()
     for name in _stages():
         params = inspect.signature(import_module(f"benchmarks.{name}").run).parameters
         assert {"deadline", "device"} <= set(params), name
 
 
 def test_the_dry_runs_printout_lists_every_stage() -> None:
-    """benchmarks.gpu_plan, what the dry run prints, has a line for every stage, and the memory
+    """benchmarks.gpu.gpu_plan, what the dry run prints, has a line for every stage, and the memory
     plan's names its GPU settings."""
     lines = gpu_plan.plan()
-    for name in _stages():
+    for name in (s.rsplit(".", 1)[-1] for s in _stages()):
         assert any(line.startswith(f"  {name}:") for line in lines), name
     line = next(x for x in lines if x.startswith("  memory_plan:"))
     assert "d_model 1024" in line and "n_layers 32" in line and "bf16-mixed" in line
@@ -106,7 +106,7 @@ def test_the_general_stages_keep_block_attnres_off_the_fused_kernels() -> None:
 def test_the_headline_table_reads_eager_then_compiled_then_fused_per_shape() -> None:
     """The table's order: each shape's eager rows, then its compiled rows, then the fused rows
     (Full and Block AttnRes, the wirings with kernels); GPT-2 small first, at its shape."""
-    from benchmarks import gpu_table as gt
+    from benchmarks.gpu import gpu_table as gt
 
     order = list(gt.cells(gt.SHAPES))
     assert order[0] == ("gpt2_small", "eager", "standard")
@@ -127,7 +127,7 @@ def test_the_headline_table_reads_eager_then_compiled_then_fused_per_shape() -> 
 def test_the_micro_batch_fits_every_wiring_of_the_shape() -> None:
     """On an H200's share, the chosen micro-batch's plan fits every wiring and the next larger
     divisor of the batch does not fit all of them (so the largest that fits was chosen)."""
-    from benchmarks import gpu_table as gt
+    from benchmarks.gpu import gpu_table as gt
     from trainers.config import RunConfig, TrainConfig
     from trainers.measure.memory_fit import GPU_HEADROOM
 
@@ -160,9 +160,9 @@ def test_a_table_stopped_mid_way_keeps_every_row_it_measured(tmp_path: Path) -> 
     import sys
     import time
 
-    root = SCRIPT.parents[1]
+    root = SCRIPT.parents[2]
     env = {**os.environ, "PYTHONPATH": str(root)}
-    cmd = [sys.executable, "-m", "benchmarks.gpu_table", "--quick", "--out", str(tmp_path)]
+    cmd = [sys.executable, "-m", "benchmarks.gpu.gpu_table", "--quick", "--out", str(tmp_path)]
     proc = subprocess.Popen(
         cmd, cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
@@ -192,8 +192,8 @@ def test_a_table_stopped_mid_way_keeps_every_row_it_measured(tmp_path: Path) -> 
 def test_rows_past_the_budget_are_written_as_skipped(tmp_path: Path) -> None:
     """A spent budget measures nothing and still writes the whole table, each row saying why;
     the fused row on a CPU gives the dispatch rule's reason."""
-    from benchmarks import gpu_table as gt
     from benchmarks.common import Deadline
+    from benchmarks.gpu import gpu_table as gt
 
     rows = gt.run(True, "cpu", tmp_path, Deadline.after(-1))
     assert len(rows) == len(list(gt.cells(gt.QUICK_SHAPES)))

@@ -20,6 +20,13 @@ own room and the rooms below it, so a room can be read knowing only what is unde
     trainers (spec)         what a run is, torch-free: config, catalogue, identity, FLOP and
                             budget rules
     stats, record           statistics and the record's schema, importing no other room
+
+Beside the product, reaching down into it and never imported by it, the benchmarks:
+
+    benchmarks.gpu          the GPU check: its headline table, the fused kernels' benchmark
+    benchmarks.model        one model's costs on any device; benchmarks.harness: the training
+                            loop, sweeps at scale, the gallery (it runs the driver)
+    benchmarks              shared timing and machine helpers, make bench's runner
 """
 
 from __future__ import annotations
@@ -53,10 +60,16 @@ ROOMS = {
     "nas.sweep": "nas.sweep",
     "nas.commands": "nas.commands",
     "nas.cli": "nas.cli",
+    "benchmarks": "benchmarks",
+    "benchmarks.model": "benchmarks.model",
+    "benchmarks.gpu": "benchmarks.gpu",
+    "benchmarks.harness": "benchmarks.harness",
 }
+LAYOUT = (*PACKAGES, "benchmarks")
 # The rooms below the driver's: everything the driver's rooms may read.
 DRIVER = {r for r in ROOMS.values() if r.startswith("nas.")}
-UNDER_NAS = set(ROOMS.values()) - DRIVER
+BENCHMARKS = {r for r in ROOMS.values() if r.startswith("benchmarks")}
+UNDER_NAS = set(ROOMS.values()) - DRIVER - BENCHMARKS
 
 # The rooms each room may import from, besides itself.
 BELOW: dict[str, set[str]] = {
@@ -81,6 +94,10 @@ BELOW: dict[str, set[str]] = {
     | {"nas.trial", "nas.resources", "nas.campaign", "nas.store", "nas.spec"},
     "nas.commands": UNDER_NAS | DRIVER - {"nas.commands", "nas.cli"},
     "nas.cli": UNDER_NAS | DRIVER - {"nas.cli"},
+    "benchmarks": UNDER_NAS,
+    "benchmarks.model": UNDER_NAS | {"benchmarks"},
+    "benchmarks.gpu": UNDER_NAS | {"benchmarks.model", "benchmarks"},
+    "benchmarks.harness": UNDER_NAS | DRIVER | {"benchmarks"},
 }
 
 
@@ -100,19 +117,19 @@ def crossings(graph: dict[str, set[str]]) -> list[str]:
 
 
 def test_every_module_has_a_room() -> None:
-    graph = import_graph(PACKAGES)
+    graph = import_graph(LAYOUT)
     assert {room(m) for m in graph} == set(BELOW)  # every room read, each holding modules
 
 
 def test_imports_flow_down_between_rooms() -> None:
-    assert crossings(import_graph(PACKAGES)) == []
+    assert crossings(import_graph(LAYOUT)) == []
 
 
 def test_the_driver_rooms_hold_for_deferred_imports_too() -> None:
     """The driver defers most imports into functions, so that ``nas --help`` stays fast; its
     rooms are only rooms if those flow down as well."""
-    graph = import_graph(PACKAGES, deferred=True)
-    assert [c for c in crossings(graph) if c.startswith("nas")] == []
+    graph = import_graph(LAYOUT, deferred=True)
+    assert [c for c in crossings(graph) if c.startswith(("nas", "benchmarks"))] == []
 
 
 def test_the_rooms_form_no_circle() -> None:

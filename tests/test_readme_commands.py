@@ -341,7 +341,8 @@ def planned_reason(words: list[str]) -> str | None:
 
 def _plan(words: list[str], cwd: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Build what the command would run, as ``nas`` does before it starts anything."""
-    from nas import sweep_cmd, train_cmd
+    from nas.commands import sweep as sweep_cmd
+    from nas.commands import train as train_cmd
     from nas.sweep.plan import plan
 
     monkeypatch.chdir(cwd)  # relative paths (--config, a space file, storage) as typed

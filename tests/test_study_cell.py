@@ -1,4 +1,4 @@
-"""The GPU check's cell of the depth study (``benchmarks.fused_block.study_config`` and
+"""The GPU check's cell of the depth study (``benchmarks.gpu.fused_block.study_config`` and
 ``study_cell``): depth_gpt2's largest cell at the micro-batch the 80 GiB plan picks, measured
 standard, Block AttnRes unfused and Block AttnRes as the dispatch rule has it; on the CPU dry run
 the same at tiny sizes, never fused."""
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from benchmarks.fused_block import STUDY_DEVICE_BYTES, study_cell, study_config
+from benchmarks.gpu.fused_block import STUDY_DEVICE_BYTES, study_cell, study_config
 from search_spaces import BUILTIN
 from trainers.measure.memory_fit import GPU_HEADROOM
 from trainers.measure.memory_plan import memory_plan

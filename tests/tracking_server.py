@@ -3,7 +3,7 @@ database store with proxied artifacts, bound to loopback unless told, one worker
 one on a PostgreSQL database of their own (``pg_server``), kill it by its process id and start it
 again on the same port; workers log through ``http://``.
 
-It lives with the tests because only they and ``benchmarks/sweep_scale.py`` (dev tooling) start
+It lives with the tests because only they and ``benchmarks/harness/sweep_scale.py`` (dev tooling) start
 a server this way; the product's ``nas ui`` starts its own as this does, from
 ``nas.store.server`` (the store in the server's environment, not its command line)."""
 

@@ -11,7 +11,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from benchmarks.fused_block import perturb
+from benchmarks.gpu.fused_block import perturb
 from tests.trainers.attnres_cases import SWITCHES
 from tests.trainers.conftest import tiny
 from trainers.config import ModelConfig

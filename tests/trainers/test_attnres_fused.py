@@ -1,7 +1,7 @@
 """The fused Block AttnRes path (``trainers.residual.attnres.fused``): the dispatch rule (never on
 a CPU; on CUDA with the package, exactly for the paper's configuration in bfloat16), the model
 on a CPU taking the existing path, and, where triton and flash-attn-res are installed, the
-kernels' exactness under Triton's interpreter (``benchmarks.fused_block`` in a subprocess: the
+kernels' exactness under Triton's interpreter (``benchmarks.gpu.fused_block`` in a subprocess: the
 interpreter must be switched on before the kernels are decorated)."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from benchmarks.fused_block import MODEL_CASES, exactness_config
+from benchmarks.gpu.fused_block import MODEL_CASES, exactness_config
 from tests.trainers.attnres_cases import DEPARTURES
 from tests.trainers.conftest import tiny
 from trainers.model.transformer import DeepTransformer
@@ -163,10 +163,10 @@ def test_fused_bookkeeping_is_the_existing_function(
 
 
 def test_the_timing_runs_and_reports_the_dispatch() -> None:
-    """``benchmarks.fused_block.timing`` (the GPU check's step and decode comparison) at tiny
+    """``benchmarks.gpu.fused_block.timing`` (the GPU check's step and decode comparison) at tiny
     dimensions on a CPU: every arm timed, and the fused arm's dispatch reported (here: the
     existing path, the CPU's)."""
-    from benchmarks.fused_block import timing
+    from benchmarks.gpu.fused_block import timing
 
     dims = {"d_model": 16, "n_heads": 2, "n_layers": 2, "seq_len": 8, "vocab_size": 32}
     t = timing("cpu", rounds=1, dims=dims, batch=2)
@@ -196,7 +196,7 @@ def test_kernels_match_under_the_interpreter(tmp_path: Path) -> None:
     store bfloat16 where the kernels do), on the logits and on the worst gradient."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), *sys.path])}
     done = subprocess.run(
-        [sys.executable, "-m", "benchmarks.fused_block", "--out", str(tmp_path)],
+        [sys.executable, "-m", "benchmarks.gpu.fused_block", "--out", str(tmp_path)],
         cwd=ROOT,
         env=env,
         capture_output=True,

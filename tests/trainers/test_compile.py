@@ -10,7 +10,7 @@ the tracer), not a kernel's rounding. Models are float64, whose unit round-off (
 over a few hundred operations stays far below the 1e-10 these tests allow; a tracing error
 moves a loss or a gradient by orders of magnitude more. Inductor's own kernels are checked
 against eager in float32 by ``test_module.py``'s compiled training run and by
-``benchmarks.compile_speedup``.
+``benchmarks.model.compile_speedup``.
 """
 
 from __future__ import annotations

@@ -142,8 +142,8 @@ def test_the_activation_terms_are_what_the_forward_saves(residual: str, checkpoi
 @pytest.mark.parametrize("residual", ("standard", "attnres", "mhc"))
 def test_the_plan_is_within_a_quarter_of_a_measured_step_peak(residual: str) -> None:
     """A tiny float32 training step of two micro-batches, profiled on the CPU: the estimate
-    lies within 25% of the measured peak (benchmarks/memory_plan.py measures it at scale)."""
-    from benchmarks.memory_plan import measure_peak, run_config
+    lies within 25% of the measured peak (benchmarks/model/memory_plan.py measures it at scale)."""
+    from benchmarks.model.memory_plan import measure_peak, run_config
 
     cfg = run_config(residual, 2, 2, {**TINY, "seq_len": 32}, "none")
     assert abs(measure_peak(cfg)["error"]) < 0.25

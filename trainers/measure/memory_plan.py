@@ -4,7 +4,7 @@ optimizer's state and one micro-batch's activations take, estimated from the con
 Torch-free, so that ``nas spaces`` and the sweep driver can plan every cell before anything is
 built. The activation terms count what the implementation saves for its backward (read from the
 code and held to ``torch.autograd.graph.saved_tensors_hooks`` and a profiled peak on a CPU,
-``benchmarks/memory_plan.py``), per token, in two kinds of element:
+``benchmarks/model/memory_plan.py``), per token, in two kinds of element:
 
 * **wide**: the residual stream and what the norms keep of it, the depth softmax's logits, the
   loss: float32 under mixed precision (the embedding is float32, and adding a bfloat16 output to

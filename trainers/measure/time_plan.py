@@ -6,7 +6,7 @@ per step, a third more FLOPs at the same utilization, which the estimate adds.
 
 An estimate, not a measurement: the MFU is the caller's assumption (``nas spaces --mfu``; 0.4 is
 what a tuned dense bf16 training loop of this size reaches on a recent GPU, and a first run of
-the harness on one has yet to measure it: ``benchmarks/gpu_check.sh`` does). Validation,
+the harness on one has yet to measure it: ``benchmarks/gpu/gpu_check.sh`` does). Validation,
 diagnostics and start-up are not counted. Torch-free, like the memory plan."""
 
 from __future__ import annotations

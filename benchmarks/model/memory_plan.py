@@ -12,7 +12,7 @@ AdamW's states exist. The error is (estimate - measured) / measured.
 The checkpointing table times the same step (median of interleaved rounds) and measures its
 peak with checkpointing none and sublayer.
 
-On a GPU (``--device cuda``: ``benchmarks/gpu_check.sh``) the step is the one a GPU trial takes:
+On a GPU (``--device cuda``: ``benchmarks/gpu/gpu_check.sh``) the step is the one a GPU trial takes:
 precision 'auto' (bf16-mixed: the step under ``torch.autocast`` in bfloat16, as Lightning's
 plugin runs ``training_step``), the global batch in micro-batches through
 ``trainers.training.accumulate.accumulate_gradients``, the gradient norm clipped, fused AdamW over
@@ -26,7 +26,7 @@ shallower depth's and the larger micro-batch's cells; the Markdown says which. `
 also runs that step at tiny sizes (bf16 autocast on the CPU, the profiler's peak): the GPU check's
 dry run exercises the GPU path with it.
 
-    .venv/bin/python -m benchmarks.memory_plan [--quick] [--device cuda] [--out DIR] [--budget-s S]
+    .venv/bin/python -m benchmarks.model.memory_plan [--quick] [--device cuda] [--out DIR] [--budget-s S]
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from record.machine import cpu_words
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 STORE = "gallery"  # relative to ROOT: the studies' MLflow store and Tune state
 OUT = Path("docs") / "results"
 MADE = "made.json"  # beside each study's report: its commands, commit, hardware and date
@@ -174,7 +174,7 @@ def index() -> str:
         "this scale the runs are short and the models tiny: read each report's intervals, "
         "verdicts and notes, not only its means; a published effect appears here only where "
         "the report's own statistics show it. Regenerate with `make results` (each study's "
-        "sweep time is under its heading; `python -m benchmarks.gallery --only demo` for the "
+        "sweep time is under its heading; `python -m benchmarks.harness.gallery --only demo` for the "
         "demo alone, about 8 minutes).",
         "",
     ]

@@ -10,7 +10,7 @@
 - Steps are timed in interleaved rounds; utilization is model FLOPs over the median step time,
   over the peak.
 
-    .venv/bin/python -m benchmarks.utilization [--quick] [--device cuda] [--out DIR]
+    .venv/bin/python -m benchmarks.model.utilization [--quick] [--device cuda] [--out DIR]
 
 Run it alone: a second torch process on 2 cores distorts every timing.
 """

@@ -7,7 +7,7 @@ training overhead, < 2% inference latency for Block AttnRes) come from widths fa
 machine trains. Each width is timed in interleaved rounds in one process after warm-up; the ratio
 is the median over rounds of the arm's time divided by standard's in the same round.
 
-    .venv/bin/python -m benchmarks.width_scaling [--quick] [--device cuda] [--out DIR]
+    .venv/bin/python -m benchmarks.model.width_scaling [--quick] [--device cuda] [--out DIR]
 
 Not part of ``make bench`` (about 2.5 minutes on 2 CPU cores, which would push it past its budget).
 Run it alone: a second torch process on 2 cores distorts every timing.

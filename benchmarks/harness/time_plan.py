@@ -8,7 +8,7 @@ profiles), and records the time inside its training steps (start-up, validation 
 excluded, as the plan excludes them). Each plan's error is (plan - trial) / trial; the FLOP plan
 uses the trial's own measured device peak.
 
-    .venv/bin/python -m benchmarks.time_plan [--quick] [--out DIR]
+    .venv/bin/python -m benchmarks.harness.time_plan [--quick] [--out DIR]
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ def cell(wiring: str, depth: int, s: dict[str, Any]) -> RunConfig:
 def trial(cfg: RunConfig) -> dict[str, Any]:
     """``cfg`` trained in full in a child process: its step time total and device peak."""
     done = subprocess.run(
-        [sys.executable, "-m", "benchmarks.time_plan", "--trial"],
+        [sys.executable, "-m", "benchmarks.harness.time_plan", "--trial"],
         input=json.dumps(to_dict(cfg)),
         capture_output=True,
         text=True,

@@ -2,7 +2,7 @@
 ``trainers.training.run.train`` with the default ``train.diagnostics_every`` against the same run
 with diagnostics off.
 
-    .venv/bin/python -m benchmarks.diagnostics_cost [--quick] [--out DIR]
+    .venv/bin/python -m benchmarks.model.diagnostics_cost [--quick] [--out DIR]
 
 At the default (every validation and the last) a trial of the ``quick`` sweep space profiles
 once per validation: a float32 forward with hooks, a backward through ``torch.autograd.grad`` on

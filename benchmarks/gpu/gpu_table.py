@@ -17,8 +17,8 @@ MFU is ``trainers.flops`` model FLOPs per token times tokens/s over the device's
 
 Needs torch and this checkout only (no Ray, MLflow or Optuna: the GPU image has none).
 
-    python -m benchmarks.gpu_table --device cuda --out DIR [--budget-s S]
-    python -m benchmarks.gpu_table --quick          # the CPU dry run: tiny shape, same rows
+    python -m benchmarks.gpu.gpu_table --device cuda --out DIR [--budget-s S]
+    python -m benchmarks.gpu.gpu_table --quick          # the CPU dry run: tiny shape, same rows
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The fixed cost of sweep trials: ``nas sweep SPACE`` end to end in a fresh folder with one
 seed and with four, then, from the MLflow record, how much time went into training steps.
 
-    .venv/bin/python -m benchmarks.sweep_overhead [--quick] [--out DIR]
+    .venv/bin/python -m benchmarks.harness.sweep_overhead [--quick] [--out DIR]
 
 Figures: ``in_trial`` is (trial_s - step_s) per trial, the trial function's time outside
 training steps (MLflow run, Lightning set-up, data, validation, diagnostics, checkpoints);

@@ -1,12 +1,13 @@
-"""What a GPU run of ``benchmarks/gpu_check.sh`` covers (its dry run on a CPU prints this): each
+"""What a GPU run of ``benchmarks/gpu/gpu_check.sh`` covers (its dry run on a CPU prints this): each
 benchmark's GPU settings, read from the benchmarks themselves so the plan cannot drift from them.
 
-    python -m benchmarks.gpu_plan
+    python -m benchmarks.gpu.gpu_plan
 """
 
 from __future__ import annotations
 
-from benchmarks import decode, gpu_table, memory_plan, utilization, variant_cost
+from benchmarks.gpu import gpu_table
+from benchmarks.model import decode, memory_plan, utilization, variant_cost
 
 
 def plan() -> list[str]:

@@ -1,7 +1,7 @@
 """The same short training run for each arm (``benchmarks/arms.py``) on the default corpus:
 final validation loss, bits per byte, parameters and wall time, one seed unless told more.
 
-    .venv/bin/python -m benchmarks.short_training --n-layers 12 --steps 300 [--arms a,b]
+    .venv/bin/python -m benchmarks.harness.short_training --n-layers 12 --steps 300 [--arms a,b]
 
 One seed is a smoke-level comparison, not an ablation: differences below the seed-to-seed
 spread (measure it with --seeds 0,1,2) mean nothing.

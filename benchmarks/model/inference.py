@@ -6,7 +6,7 @@ interleaved rounds after warm-up. Throughput is tokens / median pass time; the r
 over rounds of standard's pass time divided by the arm's in the same round (1.00x = as fast as
 standard). The AttnRes paper reports under 2% inference latency overhead for Block AttnRes.
 
-    .venv/bin/python -m benchmarks.inference [--quick] [--device cuda] [--out DIR]
+    .venv/bin/python -m benchmarks.model.inference [--quick] [--device cuda] [--out DIR]
 
 Run it alone: a second torch process on 2 cores distorts every timing.
 """

@@ -13,7 +13,7 @@ state and the allocator are settled):
   ``peak_mb`` is that peak in total (weights, AdamW state and the interpreter included);
 - on CUDA, ``torch.cuda.max_memory_allocated`` around one step, in process, one arm at a time.
 
-    .venv/bin/python -m benchmarks.variant_cost [--quick] [--device cuda] [--out DIR]
+    .venv/bin/python -m benchmarks.model.variant_cost [--quick] [--device cuda] [--out DIR]
 
 Run it alone: a second torch process on 2 cores distorts every timing.
 """
@@ -50,7 +50,7 @@ from benchmarks.common import (
 )
 
 NAME = "variant_cost"
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 Step = Callable[[], None]
 
 ARM_NAMES = (
@@ -105,7 +105,7 @@ def _memory_child(arm: str, dims: dict[str, Any], batch: int) -> None:
 
 def _memory_cpu(arm: str, dims: dict[str, Any], batch: int) -> dict[str, Any]:
     code = (
-        "import json, sys; from benchmarks.variant_cost import _memory_child; "
+        "import json, sys; from benchmarks.model.variant_cost import _memory_child; "
         "_memory_child(sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3]))"
     )
     # A pinned mmap threshold turns off glibc's adaptive one, so every large tensor is mmapped
@@ -148,7 +148,7 @@ def step_memory(arm: str, dims: dict[str, Any], batch: int, device: str) -> dict
 
 def settings(quick: bool, device: str = "cpu") -> dict[str, Any]:
     if device.startswith("cuda") and not quick:
-        # The GPU check (benchmarks/gpu_check.sh): the issue's d_model=1024, a realistic batch,
+        # The GPU check (benchmarks/gpu/gpu_check.sh): the issue's d_model=1024, a realistic batch,
         # every arm of benchmarks/arms.py (every wiring), fewer rounds than before to fit.
         return {
             "dims": {"d_model": 1024, "n_heads": 8, "seq_len": 1024},

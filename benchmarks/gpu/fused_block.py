@@ -15,7 +15,7 @@
 On a CPU the kernels run under Triton's interpreter (``TRITON_INTERPRET=1``, set here before the
 package is imported; one autotuning config per kernel, since tuning needs a GPU driver).
 
-    python -m benchmarks.fused_block [--device cuda] [--quick] [--out DIR] [--budget-s S]
+    python -m benchmarks.gpu.fused_block [--device cuda] [--quick] [--out DIR] [--budget-s S]
 
 Needs triton and flash-attn-res (pip install -e '.[gpu]'); where they do not import it says so in
 one line and checks nothing. flash-attn-res 0.1.12 does not import under Triton 3.9 (its
@@ -361,10 +361,10 @@ def study_config(arm: str, quick: bool) -> Any:
 def study_cell(device: str, quick: bool, deadline: Deadline | None = None) -> dict[str, Any]:
     """Standard, Block AttnRes on the existing path and Block AttnRes as the dispatch rule has
     it: each cell's plan (``trainers.measure.memory_plan``, 'auto' precision as on a GPU), its
-    measured peak over one step (``benchmarks.memory_plan.device_peak_bytes``) and its median
+    measured peak over one step (``benchmarks.model.memory_plan.device_peak_bytes``) and its median
     step time over a few interleaved rounds."""
     from benchmarks.common import interleaved
-    from benchmarks.memory_plan import device_peak_bytes
+    from benchmarks.model.memory_plan import device_peak_bytes
     from trainers.measure.memory_plan import memory_plan
     from trainers.residual.attnres.fused import dispatch
 

@@ -21,7 +21,7 @@ Every timing is interleaved over arms in rounds after warm-up (``benchmarks.comm
 noise hits all alike; the median round gives each figure. ``--budget-s`` trims rounds (the GPU
 check's budget).
 
-    .venv/bin/python -m benchmarks.decode [--quick] [--device cuda] [--out DIR] [--budget-s S]
+    .venv/bin/python -m benchmarks.model.decode [--quick] [--device cuda] [--out DIR] [--budget-s S]
 
 Run it alone: a second torch process on 2 cores distorts every timing.
 """

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU check: first the headline table (benchmarks/gpu_table.py: per wiring, a step eager,
+# The GPU check: first the headline table (benchmarks/gpu/gpu_table.py: per wiring, a step eager,
 # compiled and fused at GPT-2 small and at d_model 1024 / 32 layers, each row written to
 # $OUT/headline.md and .jsonl as it is measured), then the utilization, decode, memory-plan,
 # variant-cost and fused Block AttnRes benchmarks (the last needs '.[gpu]' and says so where its package does not import) on one GPU at
@@ -14,8 +14,8 @@
 # a benchmark trims its rounds, then its deepest depths, to its share (--budget-s), and a stage
 # that cannot fit is skipped. The last lines say what was trimmed and what skipped.
 #
-#   bash benchmarks/gpu_check.sh                 # on a machine with a CUDA torch
-#   DEVICE=cpu bash benchmarks/gpu_check.sh      # the dry run: prints what a GPU run covers,
+#   bash benchmarks/gpu/gpu_check.sh                 # on a machine with a CUDA torch
+#   DEVICE=cpu bash benchmarks/gpu/gpu_check.sh      # the dry run: prints what a GPU run covers,
 #                                                # then runs the tiny settings on the CPU
 #
 # "Installs what it needs": the benchmarks import torch, Lightning (trainers.measure.device_cost) and
@@ -64,7 +64,7 @@ quick=()
 [[ -n "${QUICK:-}" ]] && quick=(--quick)
 if [[ "$DEVICE" == cpu ]]; then
     echo "dry run on the CPU: tiny settings; a GPU run would cover:"
-    "$PY" -m benchmarks.gpu_plan
+    "$PY" -m benchmarks.gpu.gpu_plan
 fi
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv > "$OUT/gpu.csv" 2>/dev/null || true
 
@@ -74,9 +74,10 @@ nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv > "$OUT/gpu.
 SWEEP_S=120
 sweep_reserve=0
 [[ -x .venv/bin/nas ]] && sweep_reserve=$SWEEP_S
-benches=(gpu_table utilization decode memory_plan variant_cost fused_block)
+benches=(gpu.gpu_table model.utilization model.decode model.memory_plan model.variant_cost gpu.fused_block)
 for i in "${!benches[@]}"; do
-    bench=${benches[$i]}
+    bench=${benches[$i]##*.}  # its name without its room: its files' and its lines'
+    module=benchmarks.${benches[$i]}
     to_run=$(( ${#benches[@]} - i ))
     share=$(( ($(left) - sweep_reserve - 20) / to_run ))
     (( to_run > 1 && share > 90 )) && share=90
@@ -89,7 +90,7 @@ for i in "${!benches[@]}"; do
     start=$SECONDS
     # The budget stops new rounds and depths; the timeout (the share plus the build of one
     # depth's models) stops a benchmark whose single round outlasts it.
-    timeout $((share + 60)) "$PY" -m "benchmarks.$bench" --device "$DEVICE" --out "$OUT" \
+    timeout $((share + 60)) "$PY" -m "$module" --device "$DEVICE" --out "$OUT" \
         --budget-s "$share" "${quick[@]}" | tee "$OUT/$bench.md" \
         || skipped+=("$bench (stopped at its timeout, $((share + 60)) s)")
     echo "$bench: $((SECONDS - start)) s of its ${share} s"

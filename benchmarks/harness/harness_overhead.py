@@ -2,7 +2,7 @@
 diagnostics, one validation batch at the end) against a bare PyTorch loop over the same model,
 batches, optimizer, schedule, clipping and precision (float32 on the CPU).
 
-    .venv/bin/python -m benchmarks.harness_overhead [--quick] [--out DIR]
+    .venv/bin/python -m benchmarks.harness.harness_overhead [--quick] [--out DIR]
 
 Rounds interleave one harness run and one bare run; each figure is the median over rounds of
 harness / bare within a round, so machine noise hits both alike. Three figures:

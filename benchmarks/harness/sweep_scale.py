@@ -3,7 +3,7 @@
 through an MLflow tracking server (``tests.tracking_server``) on a fresh PostgreSQL database;
 then ``nas report`` on the sweep.
 
-    .venv/bin/python -m benchmarks.sweep_scale [--trials N] [--quick] [--stores sqlite,server]
+    .venv/bin/python -m benchmarks.harness.sweep_scale [--trials N] [--quick] [--stores sqlite,server]
 
 Figures per store: trials per minute; at 10, 50, 100 and N trials in (each over the 10
 completions up to there), the wall time per trial (concurrency x the interval between

@@ -1,7 +1,7 @@
 """How training-step time grows with depth for ``standard``, ``attnres`` and ``block_attnres``.
 
 Per depth, the three arms are built in one process and timed in interleaved rounds after warm-up
-(``benchmarks.variant_cost.interleaved``); step time is the median over rounds. Per arm, the
+(``benchmarks.model.variant_cost.interleaved``); step time is the median over rounds. Per arm, the
 exponent k of ``time ∝ n_layers^k`` is fitted by least squares on log-log over the deepest half of
 the depths (the shallow points carry the fixed embedding/head cost). Expected: standard k ≈ 1
 (linear); Full AttnRes mixes every earlier sublayer output at every site, a term that grows with
@@ -10,7 +10,7 @@ summaries (fixed N=8) per site, so ≈ linear. Also: the per-layer cost ratio
 ``(t(deepest)/deepest) / (t(ref)/ref)`` and the mixing share ``(t_arm - t_standard) / t_standard``
 per depth (median of per-round ratios, minus one).
 
-    .venv/bin/python -m benchmarks.cost_growth [--quick] [--device cuda] [--out DIR]
+    .venv/bin/python -m benchmarks.model.cost_growth [--quick] [--device cuda] [--out DIR]
 
 Run it alone: a second torch process on 2 cores distorts every timing.
 """

@@ -10,7 +10,7 @@ first compiles, the second (another seed: the same graph) and the third (another
 read the cache. Each reports its fit's wall time and its first training step's; the first step
 is where compilation happens.
 
-    .venv/bin/python -m benchmarks.compile_cache [--quick] [--out DIR]
+    .venv/bin/python -m benchmarks.model.compile_cache [--quick] [--out DIR]
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from typing import Any
 from benchmarks.common import cli, machine, md_table
 
 NAME = "compile_cache"
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 CELL = {
     "model": {"residual": "block_attnres", "d_model": 64, "n_heads": 4, "n_layers": 4},

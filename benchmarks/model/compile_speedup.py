@@ -1,7 +1,7 @@
 """``torch.compile`` (``train.compile``) per residual type: eager vs compiled training-step time,
 and whether the compiled model trains the same.
 
-    .venv/bin/python -m benchmarks.compile_speedup [--quick] [--out DIR]
+    .venv/bin/python -m benchmarks.model.compile_speedup [--quick] [--out DIR]
 
 A step is forward + cross-entropy + backward + AdamW update on one fixed batch of random tokens
 with every token its own target (as in ``benchmarks/variant_step_time.py``; the loss falls within
