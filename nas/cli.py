@@ -17,6 +17,7 @@ from nas.commands.diff import add_diff_parser
 from nas.commands.generate import add_generate_parser
 from nas.commands.report import add_report_parser
 from nas.commands.spaces import add_spaces_parser
+from nas.commands.status import add_status_parser
 from nas.commands.sweep import add_sweep_parser
 from nas.commands.train import add_train_parser
 from nas.commands.ui import add_ui_parser
@@ -43,6 +44,7 @@ def build_parser() -> Parser:
     add_spaces_parser(sub)
     add_sweep_parser(sub)
     add_report_parser(sub)
+    add_status_parser(sub)
     add_diff_parser(sub)
     add_ui_parser(sub)
     add_coordcheck_parser(sub)

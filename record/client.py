@@ -50,8 +50,8 @@ def open_store(uri: str) -> Any:
     if missing_sqlite(uri):
         raise ValueError(f"--tracking-uri {uri}: no MLflow store there (no such file)")
     check_store(uri)
-    client = mlflow_client(uri)
     try:
+        client = mlflow_client(uri)  # a file that is no database fails here, in MLflow's set-up
         client.search_experiments(max_results=1)
     except Exception as err:  # sqlalchemy, OSError, MLflow's own: all mean "cannot open"
         raise ValueError(unopenable(uri, err)) from None

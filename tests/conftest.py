@@ -55,6 +55,7 @@ SLOW_MODULES = frozenset(
         "nas/test_lr_stage_sweep.py",
         "nas/test_local_run.py",
         "nas/test_seeds_auto_sweep.py",
+        "nas/test_status.py",
         "nas/test_postgres.py",
         "nas/test_cluster.py",
         "nas/test_data_parallel.py",
