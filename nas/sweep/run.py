@@ -38,7 +38,7 @@ from nas.trial.run import SweepContext
 from record.redact import redact
 from record.uri import resolve_tracking_uri
 
-__all__ = ["SweepOptions", "plan", "run_sweep"]
+__all__ = ["Runner", "SweepOptions", "plan", "run_stages", "run_sweep"]
 
 EXIT_INTERRUPTED, EXIT_TERMINATED = Exit.INTERRUPTED, Exit.TERMINATED
 EXIT_TIME_BUDGET, EXIT_STORE_DOWN = Exit.TIME_BUDGET, Exit.STORE_DOWN
@@ -58,7 +58,7 @@ class Runner(Protocol):
         point the record had settled (answered from it, not run)."""
 
 
-def _fit(
+def run_stages(
     opts: SweepOptions,
     p: Plan,
     ctx: SweepContext,
@@ -146,7 +146,7 @@ def _run(
     status = "FAILED"
     try:
         record_coordchecks(record, p)  # a parametrization other than sp: its check, once
-        p, repeats = _fit(opts, p, ctx, record, recorded, seen, runner)
+        p, repeats = run_stages(opts, p, ctx, record, recorded, seen, runner)
         summary, status = _finish(p, uri, record, repeats)
     except KeyboardInterrupt:  # before or after Tune's own handler
         status = "KILLED"

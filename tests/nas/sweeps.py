@@ -16,6 +16,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -130,37 +131,49 @@ def check_tags(parents: list[Any], trials: list[Any]) -> None:
         assert written <= tags, written - tags
 
 
+@dataclass
+class PlayedRunner:
+    """A runner (``nas.sweep.run.Runner``) that trains nothing: each trial the campaign hands
+    Tune is written finished at its cell's loss in ``losses`` ((arm, seed) -> final validation
+    loss; a stage trial's arm names its value), as a trial writes it. ``written``: the specs of
+    the trials it wrote, in the order the campaign handed them."""
+
+    losses: Mapping[tuple[str, int], float]
+    written: list[Any] = field(default_factory=list)
+
+    def start(self, opts: Any, p: Any, seen: dict[str, bool]) -> None:
+        pass
+
+    def run(self, opts: Any, p: Any, ctx: Any, recorded: dict[str, Any]) -> int:
+        handed = p.campaign.tune_trials(recorded, None, p.name).param_space[GRID_PARAM]
+        for key in handed["grid_search"]:
+            spec = p.campaign.spec_for({GRID_PARAM: key})
+            write_trial(ctx.record, spec, self.losses[spec.arm, spec.seed])
+            self.written.append(spec)
+        return 0
+
+
 def play(tmp: Path, args: list[str], losses: Mapping[tuple[str, int], float]) -> list[Any]:
     """One invocation of ``nas sweep ARGS`` (a grid) without Ray: the plan and the record as
-    the command makes and opens them (a changed plan raises its refusal), then every trial the
-    campaign hands Tune, finished at its cell's loss in ``losses`` ((arm, seed) -> final
-    validation loss; a stage trial's arm names its value), written as a trial writes it; and
-    as ``nas.sweep.run._fit`` does, once more each time the record lets the campaign plan a later
-    stage (its decisions logged and printed); the parent run closed. Returns the specs of the
-    trials it wrote, in the order the campaign handed them."""
-    from dataclasses import replace
-
+    the command makes and opens them (a changed plan raises its refusal), then the command's
+    own stage loop (``nas.sweep.run.run_stages``) with every trial it hands over written by a
+    ``PlayedRunner``, stage after stage (a tuned grid's seeds once its stage is settled, its
+    decisions logged and printed); the parent run closed. Returns the specs of the trials it
+    wrote, in the order the campaign handed them."""
     from nas.cli import build_parser
     from nas.commands.sweep import options
-    from nas.store.tracking import close_sweep, recorded_trials
-    from nas.sweep.opening import begin, log_progress
+    from nas.store.tracking import close_sweep
+    from nas.sweep.opening import begin, context
     from nas.sweep.plan import plan
+    from nas.sweep.run import run_stages
 
     opts = options(build_parser().parse_args(command(tmp, *args)))
     p, record, recorded = begin(store_uri(tmp), plan(opts), opts)
-    written, campaign = [], None
-    while p.campaign is not campaign:
-        campaign = p.campaign
-        handed = campaign.tune_trials(recorded, None, p.name).param_space[GRID_PARAM]
-        for spec in [campaign.spec_for({GRID_PARAM: key}) for key in handed["grid_search"]]:
-            write_trial(record, spec, losses[spec.arm, spec.seed])
-            written.append(spec)
-        recorded = recorded_trials(record)
-        p = replace(p, campaign=campaign.given(recorded))
-        if p.campaign is not campaign:
-            log_progress(record, p)
+    runner = PlayedRunner(losses)
+    ctx = context(opts, p, record)
+    p, _ = run_stages(opts, p, ctx, record, recorded, {"sigterm": False}, runner)
     close_sweep(record, {}, "FINISHED", p.folder)
-    return written
+    return runner.written
 
 
 def run_here(tmp: Path, args: list[str]) -> tuple[int, Any]:
