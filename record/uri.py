@@ -69,6 +69,15 @@ def absolute_sqlite(uri: str) -> str:
     )
 
 
+# Every command's --tracking-uri help: the environment first, since a password on a command
+# line is readable by every user of the machine (ps, /proc/*/cmdline).
+TRACKING_URI_HELP = (
+    "MLflow store; give one with a password as MLFLOW_TRACKING_URI (the environment, which "
+    "the process list does not show) or keep the password in ~/.pgpass (default: "
+    "MLFLOW_TRACKING_URI, else ./mlflow.db)"
+)
+
+
 def resolve_tracking_uri(cli: str | None = None) -> str:
     """``--tracking-uri``, else ``MLFLOW_TRACKING_URI``, else MLflow's own default: a SQLite
     file in the working directory, so ``mlflow ui`` there shows the runs."""

@@ -8,6 +8,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from record.uri import TRACKING_URI_HELP
+
 DIFF_FILE = "diff.md"
 FIGURE_FILE = "profiles.png"
 
@@ -29,9 +31,7 @@ def add_diff_parser(sub: Any) -> None:
         help=f"also write {DIFF_FILE} and {FIGURE_FILE} (the two per-layer "
         "profiles overlaid) into this folder",
     )
-    p.add_argument(
-        "--tracking-uri", help="MLflow store (default: MLFLOW_TRACKING_URI or ./mlflow.db)"
-    )
+    p.add_argument("--tracking-uri", help=TRACKING_URI_HELP)
     p.set_defaults(run=run_diff)
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from nas.trial.checkpoints import CKPT_NAME
+from record.uri import TRACKING_URI_HELP
 
 MODEL_NAME, CONFIG_NAME = (
     "model.pt",
@@ -44,7 +45,7 @@ def add_generate_parser(sub: Any) -> None:
     )
     p.add_argument(
         "--tracking-uri",
-        help="MLflow store of a run id (default: MLFLOW_TRACKING_URI or ./mlflow.db)",
+        help=f"{TRACKING_URI_HELP}; the store of a run id",
     )
     p.add_argument("--prompt", required=True, help="the text to continue (UTF-8)")
     p.add_argument("--tokens", type=int, required=True, help="how many tokens to sample")

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from record.redact import redact
+from record.uri import TRACKING_URI_HELP
 from reports.plans import PLAN_CHOICES
 from reports.power import DEFAULT_EFFECT
 from reports.write import FORMATS
@@ -64,8 +65,7 @@ def add_report_parser(sub: Any) -> None:
     p.add_argument(
         "--tracking-uri",
         action="append",
-        help="MLflow store (default: MLFLOW_TRACKING_URI or ./mlflow.db); once for every "
-        "sweep, or once per sweep in the same order",
+        help=f"{TRACKING_URI_HELP}; once for every sweep, or once per sweep in the same order",
     )
     p.set_defaults(run=run_report)
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from record.uri import TRACKING_URI_HELP
+
 
 def add_status_parser(sub: Any) -> None:
     p = sub.add_parser(
@@ -18,9 +20,7 @@ def add_status_parser(sub: Any) -> None:
         "record was last written (a sweep whose trials stopped writing has stalled).",
     )
     p.add_argument("sweep", metavar="SWEEP", help="sweep (MLflow experiment) name")
-    p.add_argument(
-        "--tracking-uri", help="MLflow store (default: MLFLOW_TRACKING_URI or ./mlflow.db)"
-    )
+    p.add_argument("--tracking-uri", help=TRACKING_URI_HELP)
     p.set_defaults(run=run_status)
 
 

@@ -7,6 +7,7 @@ import os
 from typing import Any
 
 from nas.exits import exit_statuses
+from record.uri import TRACKING_URI_HELP
 from search_spaces.seed_choice import DEFAULT_MAX_SEEDS, SeedRule
 from stats.power import DEFAULT_EFFECT
 
@@ -90,9 +91,7 @@ def add_sweep_parser(sub: Any) -> None:
         default="auto",
         help="early stopping: auto = ASHA for searches, none for grids",
     )
-    p.add_argument(
-        "--tracking-uri", help="MLflow store (default: MLFLOW_TRACKING_URI or ./mlflow.db)"
-    )
+    p.add_argument("--tracking-uri", help=TRACKING_URI_HELP)
     p.add_argument("--address", help="Ray cluster address (default: RAY_ADDRESS or local)")
     p.add_argument("--storage-path", help="Tune state and checkpoints (default ./ray_results)")
     p.add_argument(

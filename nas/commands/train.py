@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from nas import package_version
+from record.uri import TRACKING_URI_HELP
 from trainers.budget import check_one_length, resolve_budget
 from trainers.config_io import build_config, field_help, parse_overrides
 from trainers.corpus.manifest import pinned
@@ -46,7 +47,7 @@ def add_train_parser(sub: Any) -> None:
         help="retrain a recorded sweep trial from its logged configuration and seed (--set "
         "applies on top)",
     )
-    p.add_argument("--tracking-uri", help="MLflow store for --from-run (default as nas sweep)")
+    p.add_argument("--tracking-uri", help=f"{TRACKING_URI_HELP}; the store of --from-run")
     p.add_argument(
         "--peak-flops",
         type=float,

@@ -12,6 +12,8 @@ from collections.abc import Iterator
 from types import FrameType
 from typing import Any
 
+from record.uri import TRACKING_URI_HELP
+
 # What ends ``nas ui``: Ctrl-C, a supervisor's ``kill``, a closed terminal.
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -25,7 +27,7 @@ def add_ui_parser(sub: Any) -> None:
         "each sweep's runs table. Ctrl-C (or SIGTERM, SIGHUP) stops it and every process it "
         "started.",
     )
-    p.add_argument("--tracking-uri", help="the MLflow store to show")
+    p.add_argument("--tracking-uri", help=f"{TRACKING_URI_HELP}; the store to show")
     p.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=5000, help="port (default 5000)")
     p.set_defaults(run=run_ui)
