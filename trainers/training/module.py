@@ -16,7 +16,7 @@ from trainers.model.checkpointing import enable_checkpointing
 from trainers.model.loss import lm_loss
 from trainers.model.optim_groups import group_record, optimizer_groups, param_groups
 from trainers.model.transformer import DeepTransformer
-from trainers.training.accumulate import accumulate_gradients, micro_chunks
+from trainers.training.accumulate import LossTotal, accumulate_gradients, loss_total
 from trainers.upgrade import CHECKPOINT_VERSION, VERSION_KEY, upgrade_checkpoint
 
 __all__ = ["LanguageModelModule", "group_record", "lm_loss", "optimizer_groups", "param_groups"]
@@ -38,10 +38,14 @@ def lr_factor(step: int, cfg: TrainConfig) -> float:
 
 class LanguageModelModule(L.LightningModule):
     """One optimizer step per training batch (this rank's share of the global batch), taken
-    by hand: the share is accumulated in ``train.micro_batch`` micro-batches, each loss scaled
-    by 1/k so that the summed gradient is the gradient of the share's mean loss; then the
-    gradient norm is clipped, the optimizer and the schedule step. Every count of steps
-    (Lightning's ``global_step``, validation, logging, callbacks) is one of optimizer steps."""
+    by hand: the share is accumulated in ``train.micro_batch`` micro-batches, each one's summed
+    loss divided by the step's count of counted targets over every rank, so that the gradient
+    is that of the global batch's token-weighted mean loss (``trainers.training.accumulate``);
+    then the gradient norm is clipped, the optimizer and the schedule step. Every count of steps
+    (Lightning's ``global_step``, validation, logging, callbacks) is one of optimizer steps.
+
+    Validation is token-weighted the same way: one mean over every counted target of the pass,
+    on every rank, logged once at the pass's end."""
 
     def __init__(self, cfg: RunConfig, bytes_per_token: float | None = None) -> None:
         super().__init__()
@@ -51,6 +55,7 @@ class LanguageModelModule(L.LightningModule):
         enable_checkpointing(self.model, cfg.train.checkpointing)
         self.automatic_optimization = False  # training_step accumulates and steps itself
         self.compiled = False  # compile_model() sets it
+        self.val_total: LossTotal | None = None  # the validation pass so far
         self.save_hyperparameters(flatten(cfg))  # dotted names, as MLflow records them
 
     def forward(self, idx: Tensor) -> Tensor:
@@ -89,10 +94,13 @@ class LanguageModelModule(L.LightningModule):
             self.manual_backward,
             # data-parallel: gradients are averaged over ranks once, at the last micro-batch
             lambda last: nullcontext() if last else optimizer.toggle_model(sync_grad=False),
+            ranks=self.trainer.world_size,
         )
         self._step(optimizer)
-        # sync_dist: data-parallel ranks log (and judge divergence by) the mean over the global
-        # batch, not their own share; on one device it is the value itself
+        # Data-parallel, ``loss`` is this rank's part of the global batch's mean (its summed
+        # loss over the global count, times the ranks): sync_dist's mean over the ranks is that
+        # mean, which every rank logs and judges divergence by (the guard averages the returned
+        # loss too); on one device it is the value itself.
         self.log(Metric.TRAIN_LOSS, loss, prog_bar=True, sync_dist=True)
         return loss
 
@@ -112,21 +120,33 @@ class LanguageModelModule(L.LightningModule):
         if not (self.compiled and self.cfg.model.dropout == 0):
             super().on_validation_model_eval()
 
+    def on_validation_epoch_start(self) -> None:
+        self.val_total = None
+
     def validation_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> None:
-        x, y = batch
-        # in micro-batches, as training holds them: a validation batch is a training batch's size
-        chunks = micro_chunks(x, y, micro_batch_of(self.cfg.train))
+        """Add the batch's summed loss and count to the pass's: a mean of batch (or
+        micro-batch) means would weight each target by how few its batch holds."""
         # A compiled graph is guarded on the grad mode, so validating under Lightning's no_grad
         # would compile a second graph. With gradients on, validation runs the training graph;
         # the autograd graph it builds is freed with each loss, and holds no more than a
         # training micro-batch's.
         with torch.enable_grad() if self.compiled else nullcontext():
-            losses = [lm_loss(self.model(cx), cy).detach() for cx, cy in chunks]
-        loss = losses[0] if len(losses) == 1 else torch.stack(losses).mean()
-        self.log(Metric.VAL_LOSS, loss, prog_bar=True, batch_size=len(x), sync_dist=True)
+            # in micro-batches, as training holds them: a validation batch is a training batch's size
+            total = loss_total(self.model, *batch, micro_batch_of(self.cfg.train))
+        self.val_total = total if self.val_total is None else self.val_total + total
+
+    def on_validation_epoch_end(self) -> None:
+        """Log the pass's mean over every counted target of every rank (one all-reduce each of
+        the sum and the count where data-parallel). Every rank then holds the same value:
+        sync_dist with max hands it back unchanged (a mean of equal floats could round), and
+        tells Lightning the value stands for all ranks."""
+        if self.val_total is None:  # no validation batch
+            return
+        loss = self.val_total.mean(self.trainer.world_size)
+        self.log(Metric.VAL_LOSS, loss, prog_bar=True, sync_dist=True, reduce_fx="max")
         if self.bytes_per_token:
             bpb = bits_per_byte(loss, self.bytes_per_token)
-            self.log(Metric.VAL_BPB, bpb, batch_size=len(x), sync_dist=True)
+            self.log(Metric.VAL_BPB, bpb, sync_dist=True, reduce_fx="max")
 
     def configure_optimizers(self) -> Any:
         t = self.cfg.train
