@@ -92,6 +92,10 @@ class Tag:
     # activation checkpointing, as trained (train.micro_batch=auto resolved on the device)
     MICRO_BATCH = "nas.micro_batch"
     CHECKPOINTING = "nas.checkpointing"
+    # How the trial's model was spread (set by nas.trial.run): "single" (one process), "ddp"
+    # (replicated over its workers) or "fsdp" (sharded over them), and how many workers
+    STRATEGY = "nas.strategy"
+    WORLD_SIZE = "nas.world_size"
     GIT_COMMIT = "nas.git_commit"
     VERSION = "nas.version"
     # parent, a tuned grid (search_spaces.lr_stage): one tag per arm, this prefix + the arm's

@@ -170,7 +170,8 @@ def _finish(
     # Written once the store has just answered (the outcome), never at the fit's start, where a
     # store outage would stall training: a running trial's record names Ray's GPUs only.
     run.client.set_tag(run.run_id, Tag.DEVICE, result.device)
-    for tag, value in {**_path_tags(result.paths), **_step_tags(result)}.items():
+    tags = {**_path_tags(result.paths), **_step_tags(result), **_group_tags(ctx.workers)}
+    for tag, value in tags.items():
         run.client.set_tag(run.run_id, tag, value)
     host.report(
         {**_objectives(status, result, ctx), Report.STATUS: status.value, Report.KEY: spec.key}
@@ -194,6 +195,13 @@ def _step_tags(result: Any) -> dict[str, str]:
     if not result.micro_batch:
         return {}
     return {Tag.MICRO_BATCH: str(result.micro_batch), Tag.CHECKPOINTING: result.checkpointing}
+
+
+def _group_tags(workers: Workers | None) -> dict[str, str]:
+    """How the model was spread: one process, or replicated or sharded over its workers."""
+    if workers is None:
+        return {Tag.STRATEGY: "single", Tag.WORLD_SIZE: "1"}
+    return {Tag.STRATEGY: workers.strategy, Tag.WORLD_SIZE: str(workers.count)}
 
 
 def _objectives(status: Status, result: Any, ctx: SweepContext) -> dict[str, float]:

@@ -166,6 +166,9 @@ def test_a_two_worker_trial_records_what_one_process_does_and_survives_a_killed_
 
     (single, client), (run, _) = _trial(tmp_path, "one"), _trial(tmp_path, "kill")
     assert run.info.status == "FINISHED" and run.data.tags[Tag.STATUS] == "finished"
+    spread = (Tag.STRATEGY, Tag.WORLD_SIZE)
+    assert [run.data.tags[t] for t in spread] == ["ddp", "2"]
+    assert [single.data.tags[t] for t in spread] == ["single", "1"]
     assert run.data.metrics[Metric.FINAL_STEPS] == 80
     assert run.data.params == {**single.data.params, "train.micro_batch": "2"}
     val, train = (_history(client, run.info.run_id, k) for k in ("val/loss", "train/loss"))

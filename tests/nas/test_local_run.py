@@ -42,6 +42,7 @@ def test_a_grid_runs_each_trial_once_under_its_own_id(tmp_path: Path) -> None:
         assert tags[Tag.COMPILED] == "false"
         assert tags[Tag.DEPTH_PATH] == paths[r.data.params["model.residual"]]
         assert "torch" in json.loads(tags[Tag.KERNELS])
+        assert (tags[Tag.STRATEGY], tags[Tag.WORLD_SIZE]) == ("single", "1")
     code, again = sweeps.run_here(tmp_path, ["smoke", "--name", "here"])
     assert code == 0 and again.stages == 0 and not again.hosts
 
