@@ -4,8 +4,10 @@ applies the chain of small pure steps from the checkpoint's version (``VERSION_K
 ``trainers.training.module`` writes into every Lightning checkpoint; none: version 1) to
 ``CHECKPOINT_VERSION``; ``upgrade_state_dict`` does the weights' part for a plain state dict
 (``nas train``'s ``model.pt``, which has no room for a version). They are applied where
-checkpoints are loaded: ``LanguageModelModule.on_load_checkpoint`` (every resume, before
-Lightning loads the weights and the loops) and ``nas generate``'s loader; the model and the
+checkpoints are loaded: ``trainers.training.resume.current`` (every resume, on the file before
+the fit reads it, so a sharded strategy that loads the weights before the module's hook finds
+them renamed too), ``LanguageModelModule.on_load_checkpoint`` (a checkpoint handed to Lightning
+another way) and ``nas generate``'s loader; the model and the
 training loop then see only the current names.
 
 Checkpoint versions:

@@ -189,6 +189,7 @@ def test_old_layout_lightning_checkpoint_resumes(tmp_path: Path) -> None:
         from_dict(run), tmp_path, callbacks=[start], progress=False, ckpt_path=ckpt
     )
     assert (result.steps, result.timed_steps, result.status) == (8, 4, "finished")
+    assert not list(tmp_path.rglob("upgraded-*"))  # the upgraded copy it resumed from is gone
     renamed = {k.replace("score.keys.", "").replace("score.", ""): v for k, v in old.items()}
     assert start.weights.keys() == renamed.keys()
     for name, value in renamed.items():

@@ -189,6 +189,7 @@ def train(
     from trainers.training.callbacks import LastFiniteValidation
     from trainers.training.module import LanguageModelModule
     from trainers.training.paths import pin, taken, where
+    from trainers.training.resume import current
     from trainers.training.sharding import ShardedModule
     from trainers.training.step_timer import StepTimer
 
@@ -219,8 +220,14 @@ def train(
         trainer.callbacks.append(dilution)
     meter.start()
     start = time.perf_counter()
-    # A resumed trial's checkpoint is loaded with weights_only: it holds tensors and plain data.
-    trainer.fit(module, datamodule=data, ckpt_path=ckpt_path, weights_only=True)
+    # A resumed trial's checkpoint is loaded with weights_only: it holds tensors and plain data;
+    # an old one is upgraded first, whichever strategy then loads it.
+    resume = None if ckpt_path is None else current(ckpt_path, out_dir)
+    try:
+        trainer.fit(module, datamodule=data, ckpt_path=resume, weights_only=True)
+    finally:
+        if resume is not None and resume != ckpt_path:
+            resume.unlink(missing_ok=True)
     stop = next((s.stop for s in stops if s.stop is not None), None)
     if stop is None and trainer.global_step % t.val_every:  # the last step was not a validation
         trainer.validate(module, datamodule=data, verbose=False)
