@@ -8,7 +8,8 @@ summary, exit status) is as it is on Ray; a trial can then be stepped through in
 and the suite tests what a trial and the command make of its outcome without starting Ray.
 
 What only Ray does stays there: ASHA (a trial here runs to its end, so ``--scheduler asha`` is
-refused and ``auto`` stops nothing), a failed trial's retries, data-parallel workers.
+refused and ``auto`` stops nothing), a running trial stopped by the time budget (here it ends,
+and the trials after it defer themselves), a failed trial's retries, data-parallel workers.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ class LocalRunner:
     proposals: list[dict[str, Any]] = field(default_factory=list)
     stages: int = 0
     repeats: int = 0
-    _started: int = field(default=0, init=False)  # the trials started: each one's id
+    _started: int = field(default=0, init=False)  # the trial ids handed out
 
     def start(self, opts: SweepOptions, p: Plan, seen: dict[str, bool]) -> None:
         if opts.workers_per_trial != 1:
@@ -53,17 +54,22 @@ class LocalRunner:
         self.stages += 1
         if trials.search_alg is None:
             for key in trials.param_space[GRID_PARAM]["grid_search"]:
-                self._trial({GRID_PARAM: key}, p, ctx)
+                self._trial(self._next_id(), {GRID_PARAM: key}, p, ctx)
             return 0
         return self._search(trials, p, ctx)
 
-    def _trial(self, config: dict[str, Any], p: Plan, ctx: SweepContext) -> LocalHost:
+    def _next_id(self) -> str:
+        self._started += 1
+        return f"local-{self._started - 1}"
+
+    def _trial(
+        self, trial_id: str, config: dict[str, Any], p: Plan, ctx: SweepContext
+    ) -> LocalHost:
         """One trial of ``config`` on a host of its own. A trial that raises ends the command
         with its traceback (no retry): the record keeps its reason, and closing it marks the
         trial killed, to resume."""
         key = ctx.key_for(config)
-        host = LocalHost(p.folder / "local" / key, id=f"local-{self._started}")
-        self._started += 1
+        host = LocalHost(p.folder / "local" / key, id=trial_id)
         self.hosts[key] = host
         run_trial(config, ctx, host)
         return host
@@ -73,7 +79,7 @@ class LocalRunner:
         them at concurrency 1; returns how many repeated a point the record had settled."""
         searcher, repeats = trials.search_alg, 0
         for _ in range(trials.num_samples):
-            trial_id = f"local-{self._started}"
+            trial_id = self._next_id()
             config = searcher.suggest(trial_id)
             if not isinstance(config, dict):  # None (wait) or Searcher.FINISHED: no proposal
                 break
@@ -93,7 +99,7 @@ class LocalRunner:
         sampler nor a pruner (the searcher has none) reads: not passed. Returns the last
         report."""
         try:
-            host = self._trial(config, p, ctx)
+            host = self._trial(trial_id, config, p, ctx)
         except Exception:
             searcher.on_trial_complete(trial_id, error=True)  # Tune's call once a trial failed
             raise
