@@ -46,7 +46,8 @@ EXIT_TIME_BUDGET, EXIT_STORE_DOWN = Exit.TIME_BUDGET, Exit.STORE_DOWN
 
 class Runner(Protocol):
     """What runs a stage's trials: Ray Tune (``nas.sweep.tune_run.TuneRunner``, the command's) or
-    this process (``nas.sweep.local_run.LocalRunner``, a grid's, for a debugger and the suite)."""
+    this process (``nas.sweep.local_run.LocalRunner``, a grid's or a search's, one trial at a
+    time, for a debugger and the suite)."""
 
     def start(self, opts: SweepOptions, p: Plan, seen: dict[str, bool]) -> None:
         """Before the first stage: Ray started or joined, SIGTERM noted in ``seen``."""

@@ -177,18 +177,24 @@ def play(tmp: Path, args: list[str], losses: Mapping[tuple[str, int], float]) ->
 
 
 def run_here(tmp: Path, args: list[str]) -> tuple[int, Any]:
-    """``nas sweep ARGS`` (a grid) as the command runs it, with its trials trained in this
-    process instead of on Ray Tune (``nas.sweep.local_run.LocalRunner``: Tune's trial function on a
-    local host): what a trial and the command make of its outcome, without Ray. (What Tune
-    does with the trials' reports: the real sweeps.) Returns the exit status and the runner
-    (each trial's reports, by key; how many stages it was handed)."""
+    """``nas sweep ARGS`` (a grid or a search) as the command runs it, with its trials trained
+    in this process instead of on Ray Tune (``nas.sweep.local_run.LocalRunner``: Tune's trial
+    function on a local host, a search's points proposed by its searcher): what a trial and the
+    command make of its outcome, without Ray. (What Tune does with the trials' reports: the
+    real sweeps.) The record's command is ``nas sweep ARGS``, as typed. Returns the exit status
+    and the runner (each trial's reports, by key; a search's proposals; how many stages it was
+    handed and how many proposals repeated a settled point)."""
     from nas.cli import build_parser
     from nas.commands.sweep import options
     from nas.sweep.local_run import LocalRunner
     from nas.sweep.run import run_sweep
 
-    runner = LocalRunner()
-    code = run_sweep(options(build_parser().parse_args(command(tmp, *args))), runner)
+    runner, argv, typed = LocalRunner(), command(tmp, *args), sys.argv
+    sys.argv = ["nas", *argv]  # what the parent run records as the command (nas.sweep.opening)
+    try:
+        code = run_sweep(options(build_parser().parse_args(argv)), runner)
+    finally:
+        sys.argv = typed
     return code, runner
 
 

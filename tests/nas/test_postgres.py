@@ -1,6 +1,7 @@
 """MLflow and an Optuna study on a real PostgreSQL, written to directly by the driver and every
 trial, and no password leaked anywhere the harness writes or prints, nor in any process's
-command line."""
+command line: the search, its continuation and its report with the trials in this process;
+what Ray's workers, logs and Tune's pickles hold on one real sweep."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+import pytest
 
 from record.schema import Metric, Tag
 from tests.cli import run_nas
@@ -44,24 +46,23 @@ def _files_holding(folder: Path, secret: bytes) -> list[Path]:
 
 
 def test_a_search_on_postgresql_continued_and_reported_never_records_a_password(
-    tmp_path: Path, postgres_db: Database
+    tmp_path: Path, postgres_db: Database, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """A TPE search with ASHA over a YAML space, recorded in one PostgreSQL database
-    (``--tracking-uri postgresql://role:password@…``) with its Optuna study in another
-    (``--study-storage``, also with a password); then ``--trials 5`` with the storage path
-    deleted; then its report. One search for both stores: each sweep costs a Ray job here.
+    """A TPE search over a YAML space, its trials trained in this process
+    (``tests.nas.sweeps.run_here``), recorded in one PostgreSQL database (``--tracking-uri
+    postgresql://role:password@…``) with its Optuna study in another (``--study-storage``, also
+    with a password); then ``--trials 3`` with the storage path deleted; then its report.
 
-    The search: 3 trials, each a child run with its sampled values as params, finished or
-    stopped early by ASHA (a trial reaching the last step finishes); the continuation runs only
-    the 2 new proposals, the earlier 3 in the study and their runs untouched: the record and
-    the stored study hold the same 5 distinct trials, and the report reads them back.
+    The search: 2 trials, each a child run with its sampled values as params, trained to its
+    last step; the continuation runs only the 1 new proposal, the earlier 2 in the study and
+    their runs untouched: the record and the stored study hold the same 3 distinct trials, and
+    the report reads them back.
 
-    The passwords: neither is in any file under the folder (the storage path, where Tune
-    pickles the searcher; the downloaded artifacts; the report) or any output; the tracking
-    store's is in no row of the store, the recorded command shows it as ***, no process but
-    the typed ``nas`` command has it in its command line while the sweep and the report run
-    (Ray's workers, the trials among them, included), and the logs of the Ray cluster the
-    sweep ran on never hold it."""
+    The passwords: neither is in any file under the folder (the storage path, the downloaded
+    artifacts, the report) or any output; the tracking store's is in no row of the store, the
+    recorded command shows it as ***, and no process but the typed ``nas report`` has it in its
+    command line while the report runs. (The sweep starts no process here: what Ray's workers,
+    its logs and Tune's pickles hold, the real sweep below.)"""
     import optuna
     from mlflow.tracking import MlflowClient
 
@@ -69,47 +70,41 @@ def test_a_search_on_postgresql_continued_and_reported_never_records_a_password(
     space = tmp_path / "search.yaml"
     space.write_text(TINY_SEARCH)
     with database() as study_db:
-        stores = ("--name", "more", "--tracking-uri", uri, "--study-storage", study_db.url)
-        with SecretWatch(secret) as sweep_watch:
-            first = sweeps.sweep(tmp_path, str(space), *stores)
-        assert first.returncode == 0, first.stderr[-3000:]
+        stores = ["--name", "more", "--tracking-uri", uri, "--study-storage", study_db.url]
+        code, first = sweeps.run_here(tmp_path, [str(space), "--trials", "2", *stores])
+        assert code == 0 and len(first.proposals) == 2
         client = MlflowClient(tracking_uri=uri)
         before = _trials(client)
-        assert len(before) == 3
+        assert len(before) == 2
         assert all(3e-4 <= float(r.data.params["train.lr"]) <= 1e-2 for r in before)
         for run in before:
-            status = run.data.tags[Tag.STATUS]
-            assert status in ("finished", "stopped_early") and not run.data.tags.get(Tag.REASON)
-            if status == "finished":
-                assert run.data.metrics[Metric.FINAL_STEPS] == 20
+            assert run.data.tags[Tag.STATUS] == "finished" and not run.data.tags.get(Tag.REASON)
+            assert run.data.metrics[Metric.FINAL_STEPS] == 20
 
         shutil.rmtree(tmp_path / "ray")
-        more = sweeps.sweep(tmp_path, str(space), "--trials", "5", *stores)
-        assert more.returncode == 0, more.stderr[-3000:]
-        assert "3 settled earlier" in more.stdout
+        code, more = sweeps.run_here(tmp_path, [str(space), "--trials", "3", *stores])
+        assert code == 0 and len(more.proposals) == 1  # the 2 settled earlier do not run again
         after = _trials(client)
-        assert len(after) == 5
+        assert len(after) == 3
         assert {r.info.run_id for r in before} < {r.info.run_id for r in after}
         sweeps.check_record(after, client)
         for run in before:
             again = next(r for r in after if r.info.run_id == run.info.run_id)
             assert again.data.metrics == run.data.metrics
-        assert len({r.data.params["train.lr"] for r in after}) == 5
+        assert len({r.data.params["train.lr"] for r in after}) == 3
         stored = optuna.load_study(study_name="more", storage=study_db.url)
-        assert [t.state.name for t in stored.trials] == ["COMPLETE"] * 5
+        assert [t.state.name for t in stored.trials] == ["COMPLETE"] * 3
         assert {t.params["train.lr"] for t in stored.trials} == {
             float(r.data.params["train.lr"]) for r in after
         }
         study_secret = study_db.password
+    swept = capsys.readouterr()
 
     with SecretWatch(secret) as report_watch:
         report = run_nas(tmp_path, "report", "more", "--tracking-uri", uri)
     assert report.returncode == 0, report.stderr[-3000:]
     assert "**best trials**" in (tmp_path / "nas-reports" / "more" / "report.md").read_text()
-    assert sweep_watch.polls > 10 and report_watch.polls > 0
-    assert sweep_watch.besides(first.args) == [] and report_watch.besides(report.args) == []
-    ray_logs = shared_root()
-    assert ray_logs is not None and not _files_holding(ray_logs, secret.encode())
+    assert report_watch.polls > 0 and report_watch.besides(report.args) == []
 
     runs = client.search_runs([client.get_experiment_by_name("more").experiment_id])
     parent = next(r for r in runs if r.data.tags.get(Tag.ROLE) == "sweep")
@@ -121,8 +116,42 @@ def test_a_search_on_postgresql_continued_and_reported_never_records_a_password(
     assert list(artifacts.rglob("*.json")), "the profiles and plans were downloaded"
     for password in (secret, study_secret):
         assert not _files_holding(tmp_path, password.encode())
-        for run_output in (first, more, report):
-            assert password not in run_output.stdout + run_output.stderr
+        for output in (swept.out + swept.err, report.stdout + report.stderr):
+            assert password not in output
+
+
+def test_a_search_on_ray_keeps_both_passwords_off_command_lines_logs_and_pickles(
+    tmp_path: Path, postgres_db: Database
+) -> None:
+    """What only Ray shows of the passwords: a one-trial search on the session's Ray cluster,
+    recorded in PostgreSQL (``--tracking-uri`` with a password) with its Optuna study in
+    another (``--study-storage``, also with a password). The trial is recorded (its worker
+    reached the store); no process but the typed ``nas`` command has the tracking password
+    in its command line while the sweep runs (Ray's workers, the trial's among them: Ray
+    hands a job's environment to a new worker on its command line); the logs of the Ray
+    cluster never hold it; Tune's pickles in the storage path (the trainable's parameters, the
+    searcher with its study's storage) hold neither password, nor does any output."""
+    from mlflow.tracking import MlflowClient
+
+    uri, secret = postgres_db.url, postgres_db.password
+    space = tmp_path / "search.yaml"
+    space.write_text(TINY_SEARCH)
+    with database() as study_db:
+        stores = ("--name", "more", "--tracking-uri", uri, "--study-storage", study_db.url)
+        with SecretWatch(secret) as watch:
+            proc = sweeps.sweep(tmp_path, str(space), "--trials", "1", *stores)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        study_secret = study_db.password
+    (run,) = _trials(MlflowClient(tracking_uri=uri))
+    assert run.data.tags[Tag.STATUS] in ("finished", "stopped_early")
+    assert watch.polls > 10 and watch.besides(proc.args) == []
+    ray_logs = shared_root()
+    assert ray_logs is not None and not _files_holding(ray_logs, secret.encode())
+    (experiment,) = (tmp_path / "ray" / "more").glob("tune-*")
+    assert (experiment / "tuner.pkl").exists() and list(experiment.glob("searcher-state-*.pkl"))
+    for password in (secret, study_secret):
+        assert not _files_holding(tmp_path, password.encode())
+        assert password not in proc.stdout + proc.stderr
 
 
 def _trials(client: Any) -> list[Any]:
