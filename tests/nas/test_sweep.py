@@ -161,22 +161,25 @@ objectives: [{metric: val/loss}, {metric: params}]
 """
 
 
-def test_multi_objective_search_reports_infeasible_proposals_at_once(tmp_path: Path) -> None:
+def test_multi_objective_search_reports_infeasible_proposals_at_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """A two-objective search: every distinct proposal gets one child run (a point proposed
     again is answered from the record: same point, same seed, same result); the ones the
     configuration rejects are tagged infeasible with the reason and have no metrics (no
-    training spent); the others record both objectives; the summary prints the Pareto front."""
+    training spent); the others record both objectives; the summary prints the Pareto front.
+    Its trials run in this process (``sweeps.run_here``): nothing here needs Ray."""
     space = tmp_path / "pareto.yaml"
     space.write_text(PARETO_SEARCH)
-    proc = sweeps.sweep(tmp_path, str(space), "--name", "pareto")
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    code, runner = sweeps.run_here(tmp_path, [str(space), "--name", "pareto"])
+    stdout = capsys.readouterr().out
+    assert code == 0
     runs, _ = sweeps.runs(tmp_path, "pareto")
     children = [r for r in runs if r.data.tags.get("nas.role") == "trial"]
     points = {(c.data.params["model.n_layers"], c.data.params["model.n_heads"]) for c in children}
     assert len(points) == len(children) <= 6
-    proposals = list((tmp_path / "ray" / "pareto").glob("tune-0001-*/*/params.json"))
-    assert len(proposals) == 6
-    distinct = {tuple(sorted(json.loads(p.read_text()).items())) for p in proposals}
+    assert len(runner.proposals) == 6
+    distinct = {tuple(sorted(p.items())) for p in runner.proposals}
     assert len(distinct) == len(children)
     bad = [c for c in children if c.data.params.get("model.n_heads") == "3"]
     good = [c for c in children if c.data.params.get("model.n_heads") == "2"]
@@ -184,8 +187,8 @@ def test_multi_objective_search_reports_infeasible_proposals_at_once(tmp_path: P
     assert all(c.data.tags["nas.status"] == "infeasible" for c in bad)
     assert all("n_heads" in c.data.tags["nas.reason"] and not c.data.metrics for c in bad)
     assert all("final/val_loss" in c.data.metrics for c in good)
-    assert f"{len(bad)} infeasible" in proc.stdout
-    assert "Pareto front (val/loss min, params min):" in proc.stdout
+    assert f"{len(bad)} infeasible" in stdout
+    assert "Pareto front (val/loss min, params min):" in stdout
     # the report of a search: best trials, the front, and the infeasible proposals listed
     from nas.cli import main
 
