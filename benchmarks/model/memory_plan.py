@@ -190,9 +190,10 @@ def device_settings(quick: bool) -> dict[str, Any]:
             "micro_batches": [1, 2],
             "rounds": 2,
         }
-    # The issue's width and depth at a trial's context; one cell's plan is at most 27 GiB (mHC,
-    # micro-batch 8, no checkpointing), and a group's eight models hold about 36 GiB between
-    # their steps: about half of an H200's 139 GiB.
+    # The issue's width and depth at a trial's context, sized by the memory plan to about half of
+    # an H200's 139 GiB per (depth, micro-batch) group; counted on the model, mHC's step at
+    # micro-batch 8 takes the deepest group past that half (tests/test_gpu_check.py, and
+    # docs/benchmarks.md for the figures).
     return {
         "dims": {"d_model": 1024, "n_heads": 8, "seq_len": 1024, "vocab_size": 256},
         "depths": [32, 8],  # the shallower depth if the budget allows
