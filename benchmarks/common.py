@@ -26,7 +26,7 @@ from benchmarks.variant_step_time import step_fn, time_once
 from trainers.config import ModelConfig
 from trainers.model.transformer import DeepTransformer
 
-Step = Callable[[], None]
+Step = Callable[[], object]  # what a step returns (a loss, or nothing) goes unread
 
 
 def machine() -> dict[str, Any]:
@@ -77,24 +77,28 @@ def train_step(cfg: ModelConfig, batch: int, device: str) -> Step:
     return model_step(existing_path(DeepTransformer(cfg).to(device)), batch, device)
 
 
-def model_step(model: DeepTransformer, batch: int, device: str, fused_adam: bool = False) -> Step:
-    """One training step of ``model`` on a fixed batch of random tokens, as a closure: the
-    forward (under bf16 autocast on CUDA), cross-entropy, backward and AdamW at lr 1e-4 (its
-    fused CUDA kernel where ``fused_adam``, as a trial's optimizer has it), ending in a
-    synchronize so that ``time_once`` reads the clock after the work."""
+def model_step(
+    model: DeepTransformer, batch: int, device: str, fused_adam: bool = False
+) -> Callable[[], torch.Tensor]:
+    """One training step of ``model`` on a fixed batch of random tokens, as a closure returning
+    its loss (detached): the forward (under bf16 autocast on CUDA), cross-entropy, backward and
+    AdamW at lr 1e-4 (its fused CUDA kernel where ``fused_adam``, as a trial's optimizer has
+    it), ending in a synchronize so that ``time_once`` reads the clock after the work."""
     cuda = device.startswith("cuda")
     fused = {"fused": True} if fused_adam and cuda else {}
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, **fused)
     idx = torch.randint(0, model.cfg.vocab_size, (batch, model.cfg.seq_len), device=device)
     kind = torch.device(device).type
 
-    def step() -> None:
+    def step() -> torch.Tensor:
         with torch.autocast(kind, torch.bfloat16, enabled=cuda):
             logits = model(idx)
-        F.cross_entropy(logits.float().flatten(0, 1), idx.flatten()).backward()
+        loss = F.cross_entropy(logits.float().flatten(0, 1), idx.flatten())
+        loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
         sync(device)
+        return loss.detach()
 
     return step
 

@@ -4,6 +4,7 @@ run's printout lists every stage."""
 
 from __future__ import annotations
 
+import functools
 import inspect
 import re
 from importlib import import_module
@@ -41,21 +42,130 @@ def test_memory_plans_gpu_settings_are_the_issues() -> None:
     assert mp.settings(True, "cpu") != s and mp.settings(False) != s  # the CPU's own
 
 
+# What bf16-mixed holds per parameter between steps, as trainers.training.module trains (the
+# plan assumes the same, but these figures are the optimizer's, not the plan's): the float32
+# weight itself and AdamW's exp_avg and exp_avg_sq, both float32; during a step also its float32
+# gradient.
+WEIGHT_BYTES, ADAM_BYTES, GRAD_BYTES = 4, 2 * 4, 4
+
+
+def _hand_params(arm: str, n_layers: int, dims: dict[str, int], streams: int = 4) -> int:
+    """The GPU check's models' parameters, counted from the architecture (variants.md), not from
+    the memory plan: a tied embedding; per block the attention's four d x d projections, the
+    MLP's d x 4d and 4d x d (no biases) and two RMSNorm gains; the final norm's gain. AttnRes
+    (Full and Block alike) adds a query and a key-norm gain of d at each of its 2L + 1 sites,
+    (4 L + 2) d; mHC at each of its 2L sites the three maps from the flattened n d stream (to
+    H_pre's n, H_post's n and H_res's n^2 logits), their three gating scalars and their biases."""
+    d, vocab = dims["d_model"], dims["vocab_size"]
+    block = 4 * d * d + 2 * d * 4 * d + 2 * d
+    plain = vocab * d + n_layers * block + d
+    n = streams
+    extra = {
+        "standard": 0,
+        "attnres": (4 * n_layers + 2) * d,
+        "block_attnres": (4 * n_layers + 2) * d,
+        "mhc": 2 * n_layers * (n * d * (n + n + n * n) + 3 + n + n + n * n),
+    }
+    return plain + extra[arm]
+
+
+def test_the_hand_count_is_the_gpu_checks_models() -> None:
+    """The hand count above is each of the four wirings' model at the GPU check's width and
+    depth, built on the meta device (no memory), and its arithmetic for standard is written out:
+    262,144 embedding + 32 x 12,584,960 per block + 1,024 final gain."""
+    from benchmarks.common import existing_path
+    from trainers.model.transformer import DeepTransformer, num_params
+
+    s = mp.settings(False, "cuda")
+    assert _hand_params("standard", 32, s["dims"]) == 262_144 + 32 * 12_584_960 + 1_024
+    for arm in mp.DEVICE_ARMS:
+        for depth in s["depths"]:
+            cfg = mp.device_config(arm, depth, s["micro_batches"][0], s, "none")
+            with torch.device("meta"):
+                built = num_params(existing_path(DeepTransformer(cfg.model)))
+            assert built == _hand_params(arm, depth, s["dims"]), (arm, depth)
+
+
+def _saved_bytes(cfg: Any) -> int:
+    """Bytes one forward and loss of ``cfg``'s micro-batch save for the backward, under CPU
+    bfloat16 autocast as the GPU check's step runs (``benchmarks.model.memory_plan.device_step``),
+    each storage once, the parameters left out (autocast's bfloat16 weight copies counted).
+    Counted by ``saved_tensors_hooks`` on the real model at the real size under
+    ``FakeTensorMode``: every tensor has its shape and dtype and no memory."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.multiprocessing.reductions import StorageWeakRef
+
+    from benchmarks.common import existing_path
+    from trainers.model.checkpointing import enable_checkpointing
+    from trainers.model.loss import lm_loss
+    from trainers.model.transformer import DeepTransformer
+
+    saved: dict[int, int] = {}
+    with FakeTensorMode():
+        model = existing_path(DeepTransformer(cfg.model).train())
+        enable_checkpointing(model, cfg.train.checkpointing)
+        weights = {StorageWeakRef(p.untyped_storage()).cdata for p in model.parameters()}
+
+        def pack(t: torch.Tensor) -> torch.Tensor:
+            key = StorageWeakRef(t.untyped_storage()).cdata
+            if key not in weights and t.dtype.is_floating_point:
+                saved[key] = t.untyped_storage().nbytes()
+            return t
+
+        idx = torch.randint(0, cfg.model.vocab_size, (cfg.train.micro_batch, cfg.model.seq_len))
+        hooks = torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t)
+        with hooks, torch.autocast("cpu", torch.bfloat16):
+            lm_loss(model(idx), idx)
+    return sum(saved.values())
+
+
+@functools.cache
+def _mhc_saved(depth: int, micro: int) -> int:
+    """``_saved_bytes`` of the GPU check's mHC model (no checkpointing) at a depth."""
+    s = mp.settings(False, "cuda")
+    return _saved_bytes(mp.device_config("mhc", depth, micro, s, "none"))
+
+
+def test_every_mhc_block_after_the_first_saves_the_same() -> None:
+    """What the test below reads at 32 blocks it counts at two, three and four: the blocks are
+    identical and mHC keeps nothing across them but its streams, so each block after the first
+    saves the same, exactly. (Counting 32 blocks directly is slow: 20 Sinkhorn iterations at
+    each of 64 sites.)"""
+    micro = max(mp.settings(False, "cuda")["micro_batches"])
+    two, three, four = (_mhc_saved(n, micro) for n in (2, 3, 4))
+    assert four - three == three - two > 0
+
+
+# The count below exceeds half of an H200, so the claim does not hold: mHC's step under
+# bfloat16 autocast saves more than the memory plan counts for it (the plan counts the
+# read-and-mix product's copy of the n streams; the maps' RMS and product keep their own copies
+# too), and the plan's totals are what the GPU check's settings were sized with.
+@pytest.mark.xfail(
+    strict=True,
+    raises=AssertionError,
+    reason="refuted: the deepest group's mHC step, counted on the model, takes the group past "
+    "half an H200; the memory plan undercounts mHC under bf16-mixed",
+)
 def test_a_memory_plan_group_fits_an_h200_with_half_to_spare() -> None:
     """A (depth, micro-batch) group keeps all eight models between their steps (parameters and
-    AdamW's states); with the largest cell's planned step on top, the plan stays under half of
-    an H200's memory."""
+    AdamW's states) and runs one step at a time; the deepest group at the larger micro-batch
+    holds the most (the other three hold the same models at fewer blocks or fewer sequences).
+    Independent of the memory plan: what the eight models hold, from the hand count; what mHC's
+    step adds at least (its gradients, held from the first micro-batch through the second, and
+    every tensor its forward saves for the backward, counted on the model: at 32 blocks, two
+    blocks' count and 30 more blocks at the count per block checked above). The group needs at
+    least their sum, which must stay under half of an H200."""
     s = mp.settings(False, "cuda")
-    for depth in s["depths"]:
-        for micro in s["micro_batches"]:
-            plans = [
-                memory_plan(mp.device_config(arm, depth, micro, s, how), gpu=True)
-                for arm in mp.DEVICE_ARMS
-                for how in mp.CHECKPOINTING
-            ]
-            resident = sum(p.params + p.optimizer for p in plans)
-            largest = max(p.total - p.params - p.optimizer for p in plans)
-            assert resident + largest < H200_BYTES / 2, (depth, micro)
+    depth, micro = max(s["depths"]), max(s["micro_batches"])
+    resident = sum(
+        (WEIGHT_BYTES + ADAM_BYTES) * _hand_params(arm, depth, s["dims"])
+        for arm in mp.DEVICE_ARMS
+        for _ in mp.CHECKPOINTING
+    )
+    per_block = _mhc_saved(3, micro) - _mhc_saved(2, micro)
+    saved = _mhc_saved(2, micro) + (depth - 2) * per_block
+    mhc_step = GRAD_BYTES * _hand_params("mhc", depth, s["dims"]) + saved
+    assert resident + mhc_step < H200_BYTES / 2
 
 
 def test_every_stage_takes_a_budget_and_a_device() -> None:

@@ -30,8 +30,23 @@ def test_the_cell_is_the_studys_largest_at_the_micro_batch_that_fits() -> None:
 
 
 def test_the_dry_run_measures_all_three_and_never_fuses_on_a_cpu() -> None:
+    """On a CPU the rule keeps the Block AttnRes arm left to it on the existing path, and that
+    arm is then the pinned existing arm's computation exactly: its model took the buffered path
+    for the rule's reason, and from the same weights and tokens it gives the same loss at every
+    timed step and the same measured peak, bit for bit. A CPU arm that fell onto another path
+    (its bookkeeping, its dtype) would differ in both; the kernels' own check is the
+    interpreter's (tests/trainers/test_attnres_fused.py)."""
     out = study_cell("cpu", quick=True)
     assert out["dispatch"]["fused"] is False and "CUDA only" in out["dispatch"]["reason"]
-    assert set(out["cells"]) == {"standard", "block", "block_fused"}
-    for cell in out["cells"].values():
+    cells = out["cells"]
+    assert set(cells) == {"standard", "block", "block_fused"}
+    for cell in cells.values():
         assert cell["measured"] > 0 and cell["step_s"] is not None
+    block, rule = cells["block"], cells["block_fused"]
+    assert block["path"][0] == rule["path"][0] == "buffered"
+    assert "pinned off" in block["path"][1] and "CUDA only" in rule["path"][1]
+    assert len(rule["losses"]) == len(block["losses"]) > 0
+    assert rule["losses"] == block["losses"]
+    assert rule["measured"] == block["measured"]
+    # the three arms are not one computation: standard, another wiring, trains otherwise
+    assert cells["standard"]["losses"] != block["losses"]

@@ -8,6 +8,9 @@
   at init (``MODEL_CASES``): the largest absolute difference of the logits and of every
   parameter's gradient, and the largest magnitude beside it. The kernels store their outputs in
   bfloat16, so the float32 case differs by bfloat16 roundings compounded over 12 sublayers;
+- **forced cell** (a CPU, under the interpreter): the GPU check's dry-run cell of Block AttnRes
+  trained as ``study_cell`` trains it, on the existing path and pinned onto the kernels: the path
+  each model took and its first two losses (``forced_cell``);
 - **timing** (CUDA only, not ``--quick``, the budget allowing): seconds per training step (bf16
   autocast, AdamW) and per decoded token (``trainers.measure.decode_cost``) of standard, Block
   AttnRes (N = 8) unfused and fused at d_model 1024, 32 layers, interleaved in rounds.
@@ -303,7 +306,10 @@ def timing(
 ) -> dict[str, Any]:
     """Step and decode seconds at d_model 1024, 32 layers: standard, Block AttnRes with the
     existing path, and Block AttnRes as the dispatch rule has it (fused where it applies: the
-    result says what it decided)."""
+    result says what it decided, and which path each arm's model took). Each arm's model is
+    built from seed 0 and draws its batch after it, so the two Block AttnRes arms train the same
+    weights on the same tokens: ``losses`` holds every step's loss (the warm-up's and each
+    round's), which are the same where both take the existing path."""
     from benchmarks.common import config, interleaved, model_step, on_path, ratio
     from trainers.measure.decode_cost import measure
     from trainers.residual.attnres.fused import dispatch
@@ -312,16 +318,22 @@ def timing(
     cuda = device == "cuda"
     arms = {"standard": ("standard", None), "block": ("block_attnres", False)}
     arms["block_fused"] = ("block_attnres", None)  # None: the rule decides
-    steps, decode = {}, {}
+    steps, decode, paths = {}, {}, {}
+    losses: dict[str, list[float]] = {name: [] for name in arms}
     verdict = dispatch(config("block_attnres", **dims), device, "bfloat16")
+    dtype = "bfloat16" if cuda else "float32"  # model_step's autocast is CUDA's only
     for name, (arm, fused) in arms.items():
         cfg = config(arm, **dims)
+        torch.manual_seed(0)
         model = on_path(DeepTransformer(cfg).to(device), fused)
-        steps[name] = model_step(model, batch, device)
+        paths[name] = list(model.stream.mixing_path(torch.device(device).type, dtype, False))
+        steps[name] = recorded(model_step(model, batch, device), losses[name])
         decode[name] = 1 / measure(model, bf16=True).tokens_per_s
     times = interleaved(steps, warmup=3, rounds=rounds, deadline=deadline)
     return {
         "dispatch": {"fused": verdict.fused, "reason": verdict.reason},
+        "paths": paths,
+        "losses": losses,
         "rounds": len(times["standard"]),
         "step_s": {k: sorted(v)[len(v) // 2] for k, v in times.items()},
         "step_ratio_to_standard": {k: ratio(v, times["standard"]) for k, v in times.items()},
@@ -331,11 +343,23 @@ def timing(
     }
 
 
+def recorded(step: Any, losses: list[float]) -> Any:
+    """``step``, appending the loss each call returns to ``losses`` (the step has synchronized
+    before it returns, so reading the loss waits for nothing)."""
+
+    def run() -> None:
+        losses.append(float(step()))
+
+    return run
+
+
 # The depth study's largest cell (search_spaces depth_gpt2: 48 layers of width 768, context 1024)
 # at the micro-batch its plan picks for an 80 GiB device, two micro-batches a step: the plan's
-# estimate beside the measured peak, fused and not. Tiny on the CPU dry run (never fused there).
+# estimate beside the measured peak, fused and not. Tiny on the CPU dry run (never fused there by
+# the rule; forced onto the kernels under Triton's interpreter, ``forced_cell``, whose cost grows
+# with the kernels' programs: one sequence of 8 tokens per micro-batch).
 STUDY_DEVICE_BYTES = 80 * 2**30
-STUDY_QUICK = {"d_model": 32, "n_heads": 2, "n_layers": 2, "seq_len": 32, "vocab_size": 256}
+STUDY_QUICK = {"d_model": 32, "n_heads": 2, "n_layers": 2, "seq_len": 8, "vocab_size": 256}
 
 
 def study_config(arm: str, quick: bool) -> Any:
@@ -347,7 +371,7 @@ def study_config(arm: str, quick: bool) -> Any:
     from trainers.measure.memory_fit import GPU_HEADROOM, fit_auto
 
     if quick:
-        micro = 2
+        micro = 1
         model = ModelConfig(residual=arm, attnres_blocks=2, **STUDY_QUICK)
     else:
         base = {**BUILTIN["depth_gpt2"].base, "model.residual": arm, "model.n_layers": 48}
@@ -361,8 +385,10 @@ def study_config(arm: str, quick: bool) -> Any:
 def study_cell(device: str, quick: bool, deadline: Deadline | None = None) -> dict[str, Any]:
     """Standard, Block AttnRes on the existing path and Block AttnRes as the dispatch rule has
     it: each cell's plan (``trainers.measure.memory_plan``, 'auto' precision as on a GPU), its
-    measured peak over one step (``benchmarks.model.memory_plan.device_peak_bytes``) and its median
-    step time over a few interleaved rounds."""
+    measured peak over one step (``benchmarks.model.memory_plan.device_peak_bytes``), the path
+    its model took, and its median step time and every timed step's loss over a few
+    interleaved rounds. The two Block AttnRes arms train the same weights on the same tokens
+    (``device_step`` builds each from seed 0)."""
     from benchmarks.common import interleaved
     from benchmarks.model.memory_plan import device_peak_bytes
     from trainers.measure.memory_plan import memory_plan
@@ -373,20 +399,41 @@ def study_cell(device: str, quick: bool, deadline: Deadline | None = None) -> di
     verdict = dispatch(study_config("block_attnres", quick).model, device, "bfloat16")
     cells: dict[str, Any] = {}
     steps = {}
-    for name, (arm, fused) in arms.items():
+    for name, (arm, pin) in arms.items():
         cfg = study_config(arm, quick)
-        steps[name], measured = device_peak_bytes(cfg, device, fused)
+        run, measured = device_peak_bytes(cfg, device, pin)
         plan = memory_plan(cfg, gpu=True).total
+        path = run.model.stream.mixing_path(torch.device(device).type, "bfloat16", False)
         cells[name] = {
             "micro_batch": cfg.train.micro_batch,
             "estimate": plan,
             "measured": measured,
             "error": (plan - measured) / measured,
+            "path": list(path),
+            "losses": [],
         }
+        steps[name] = recorded(run.step, cells[name]["losses"])
     times = interleaved(steps, 0, 2 if quick else 3, deadline)
     for name, cell in cells.items():
         cell["step_s"] = sorted(times[name])[len(times[name]) // 2] if times[name] else None
     return {"dispatch": {"fused": verdict.fused, "reason": verdict.reason}, "cells": cells}
+
+
+def forced_cell(device: str) -> dict[str, Any]:
+    """The dry run's Block AttnRes cell (``study_config``, quick) trained as ``study_cell``
+    trains it (``device_step``), on the existing path and pinned onto the kernels; on a CPU
+    under Triton's interpreter, the one way a CPU runs them. Per arm the path its model took and
+    the losses of its first two steps, from the same weights on the same tokens. (The whole
+    study cell, with its profiled step and timed rounds, took minutes under the interpreter.)"""
+    from benchmarks.model.memory_plan import device_step
+
+    cfg = study_config("block_attnres", quick=True)
+    cells: dict[str, Any] = {}
+    for name, pin in (("block", False), ("block_fused", True)):
+        run = device_step(cfg, device, pin)
+        path = run.model.stream.mixing_path(torch.device(device).type, "bfloat16", False)
+        cells[name] = {"path": list(path), "losses": [run.first_loss, float(run.step())]}
+    return cells
 
 
 def run(quick: bool, device: str = "cpu", deadline: Deadline | None = None) -> dict[str, Any]:
@@ -402,6 +449,8 @@ def run(quick: bool, device: str = "cpu", deadline: Deadline | None = None) -> d
         for case, (bf16, perturbed, d_model, residual) in MODEL_CASES.items():
             result[case] = exactness(device, bf16, perturbed, d_model, residual)
         result["saved"] = {r: fused_saved_bytes(device, r) for r in ("block_attnres", "attnres")}
+        if device == "cpu":  # under the interpreter: the study cell's arm forced onto them
+            result["forced_cell"] = forced_cell(device)
         result["exactness_s"] = time.perf_counter() - start
         if device == "cuda" and not quick and (deadline is None or deadline.left() > 0):
             result["timing"] = timing(device, deadline)
@@ -436,6 +485,14 @@ def _checks(result: dict[str, Any]) -> list[str]:
         "bf16 rounding alone: worst tensor",
     ]
     lines += ["", *md_table(header, rows)]
+    if "forced_cell" in result:
+        f = result["forced_cell"]
+        lines += [
+            "",
+            f"The dry run's Block AttnRes cell, {f['block_fused']['path'][1]}: losses "
+            f"{', '.join(f'{x:.6f}' for x in f['block_fused']['losses'])} against the existing "
+            f"path's {', '.join(f'{x:.6f}' for x in f['block']['losses'])}.",
+        ]
     if "timing" in result:
         t = result["timing"]
         lines += [

@@ -34,7 +34,7 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
@@ -190,9 +190,10 @@ def device_settings(quick: bool) -> dict[str, Any]:
             "micro_batches": [1, 2],
             "rounds": 2,
         }
-    # The issue's width and depth at a trial's context; one cell's plan is at most 27 GiB (mHC,
-    # micro-batch 8, no checkpointing), and a group's eight models hold about 36 GiB between
-    # their steps: about half of an H200's 139 GiB.
+    # The issue's width and depth at a trial's context, sized by the memory plan to about half of
+    # an H200's 139 GiB per (depth, micro-batch) group; counted on the model, mHC's step at
+    # micro-batch 8 takes the deepest group past that half (tests/test_gpu_check.py, and
+    # docs/benchmarks.md for the figures).
     return {
         "dims": {"d_model": 1024, "n_heads": 8, "seq_len": 1024, "vocab_size": 256},
         "depths": [32, 8],  # the shallower depth if the budget allows
@@ -211,52 +212,66 @@ def device_config(
     return RunConfig(model=model, train=train)
 
 
-def device_step(
-    cfg: RunConfig, device: str, fused: bool | None = None
-) -> tuple[Callable[[], None], int]:
+class DeviceStep(NamedTuple):
+    """One training step as a closure (it returns the step's mean loss, detached), the bytes
+    the model's parameters and AdamW's states hold, the model it trains, and the warm-up step's
+    loss."""
+
+    step: Callable[[], torch.Tensor]
+    held: int
+    model: DeepTransformer
+    first_loss: float
+
+
+def device_step(cfg: RunConfig, device: str, fused: bool | None = None) -> DeviceStep:
     """One optimizer step as ``trainers.training.module`` takes it under bf16-mixed, ending in a
-    CUDA synchronize, after a warm-up step (AdamW's states, the kernels); and the bytes its
-    parameters and AdamW's states hold. The model is built on the device. The gradients are dropped
-    after each step rather than before the next (the module's order), so that none are held between
-    steps; the step's own peak is the same. ``fused``: Block AttnRes's path (None: as the fused
-    dispatch rule has it; False: the existing path)."""
+    CUDA synchronize, after a warm-up step (AdamW's states, the kernels). The model is built on
+    the device from seed 0, and its batch drawn after it, so that two arms of one configuration
+    (Block AttnRes on either path) train the same weights on the same tokens. The gradients are
+    dropped after each step rather than before the next (the module's order), so that none are
+    held between steps; the step's own peak is the same. ``fused``: Block AttnRes's path (None:
+    as the fused dispatch rule has it; False: the existing path)."""
+    torch.manual_seed(0)
     with torch.device(device):
         model = on_path(DeepTransformer(cfg.model).train(), fused)
     enable_checkpointing(model, cfg.train.checkpointing)
     t, cuda = cfg.train, device.startswith("cuda")
-    fused = {"fused": True} if cuda else {}
-    opt = torch.optim.AdamW(optimizer_groups(model, t), lr=t.lr, betas=(t.beta1, t.beta2), **fused)
+    fused_adam = {"fused": True} if cuda else {}
+    opt = torch.optim.AdamW(
+        optimizer_groups(model, t), lr=t.lr, betas=(t.beta1, t.beta2), **fused_adam
+    )
     x = torch.randint(0, cfg.model.vocab_size, (t.batch_size, cfg.model.seq_len), device=device)
     kind = torch.device(device).type
 
-    def step() -> None:
+    def step() -> torch.Tensor:
         with torch.autocast(kind, dtype=torch.bfloat16):
-            accumulate_gradients(model, x, x, t.micro_batch)
+            loss = accumulate_gradients(model, x, x, t.micro_batch)
             torch.nn.utils.clip_grad_norm_(model.parameters(), t.grad_clip)
             opt.step()
         opt.zero_grad(set_to_none=True)
         sync(device)
+        return loss
 
-    step()
+    first = float(step())
     held = sum(p.nbytes for p in model.parameters())
     held += sum(s.nbytes for st in opt.state.values() for s in st.values() if s.dim())
-    return step, held
+    return DeviceStep(step, held, model, first)
 
 
 def device_peak_bytes(
     cfg: RunConfig, device: str, fused: bool | None = None
-) -> tuple[Callable[[], None], float]:
+) -> tuple[DeviceStep, float]:
     """The cell's step and its measured peak: on CUDA the allocator's peak over one step above
     what was allocated before the model was built; on a CPU the parameters and AdamW's states
     plus the profiler's peak (as the float32 table measures)."""
     if not device.startswith("cuda"):
-        step, held = device_step(cfg, device, fused)
-        return step, held + cpu_peak_bytes(step)
+        run = device_step(cfg, device, fused)
+        return run, run.held + cpu_peak_bytes(run.step)
     before = torch.cuda.memory_allocated(device)
-    step, _ = device_step(cfg, device, fused)
+    run = device_step(cfg, device, fused)
     torch.cuda.reset_peak_memory_stats(device)
-    step()
-    return step, float(torch.cuda.max_memory_allocated(device) - before)
+    run.step()
+    return run, float(torch.cuda.max_memory_allocated(device) - before)
 
 
 def device_group(
@@ -266,12 +281,13 @@ def device_group(
     peak measured as it is built, then every step timed in the same interleaved rounds. Block
     AttnRes on the existing path (``benchmarks.common.existing_path`` says why)."""
     cells: dict[str, dict[str, Any]] = {}
-    steps: dict[str, Callable[[], None]] = {}
+    steps: dict[str, Callable[[], object]] = {}
     for arm in DEVICE_ARMS:
         for how in CHECKPOINTING:
             cfg = device_config(arm, depth, micro, s, how)
             key = f"{arm}|{depth}|{micro}|{how}"
-            steps[key], measured = device_peak_bytes(cfg, device, fused=False)
+            run, measured = device_peak_bytes(cfg, device, fused=False)
+            steps[key] = run.step
             plan = memory_plan(cfg, gpu=True).total
             flops = float(flops_per_token(cfg.model).total * s["batch"] * cfg.model.seq_len)
             cells[key] = {"estimate": plan, "measured": measured, "flops_per_step": flops}

@@ -165,7 +165,10 @@ def test_fused_bookkeeping_is_the_existing_function(
 def test_the_timing_runs_and_reports_the_dispatch() -> None:
     """``benchmarks.gpu.fused_block.timing`` (the GPU check's step and decode comparison) at tiny
     dimensions on a CPU: every arm timed, and the fused arm's dispatch reported (here: the
-    existing path, the CPU's)."""
+    existing path, the CPU's). The arm left to the rule is then the existing arm's computation
+    exactly: its model took the buffered path for the rule's reason, and from the same weights
+    and tokens every step's loss (three warm-up steps and the round) is the pinned existing
+    arm's, bit for bit, with no kernel package imported."""
     from benchmarks.gpu.fused_block import timing
 
     dims = {"d_model": 16, "n_heads": 2, "n_layers": 2, "seq_len": 8, "vocab_size": 32}
@@ -173,6 +176,11 @@ def test_the_timing_runs_and_reports_the_dispatch() -> None:
     assert not t["dispatch"]["fused"] and "CUDA only" in t["dispatch"]["reason"]
     assert set(t["step_s"]) == set(t["decode_s_per_token"]) == {"standard", "block", "block_fused"}
     assert all(v > 0 for v in t["step_s"].values())
+    paths, losses = t["paths"], t["losses"]
+    assert paths["block"][0] == paths["block_fused"][0] == "buffered"
+    assert "CUDA only" in paths["block_fused"][1]
+    assert len(losses["block_fused"]) == 3 + t["rounds"]
+    assert losses["block_fused"] == losses["block"] != losses["standard"]
     assert "flash_attn_res" not in sys.modules
 
 
@@ -243,6 +251,22 @@ def test_kernels_match_under_the_interpreter(tmp_path: Path) -> None:
         assert 0 < ex["rounding_worst_relative"] < 0.5, case  # the rounding shows, and is small
         assert _relative(diffs["logits"]) <= 2 * _relative(rounding["logits"]), case
         assert ex["worst_relative"] <= 2 * ex["rounding_worst_relative"], case
+
+    # The GPU check's study cell, its Block AttnRes arm pinned onto the kernels as the harness
+    # pins it (benchmarks.common.on_path) and trained as study_cell trains it (bf16 autocast):
+    # the model takes the fused path, and its two losses are not the existing arm's (the kernels
+    # store bfloat16 where the existing path does not: a forced arm that silently fell back
+    # would give the existing losses exactly, as the CPU's unforced arm does in
+    # tests/test_study_cell.py) but lie within one bfloat16 step of them (2^-8 of the loss: the
+    # kernels round each site input once, to within 2^-8 of its value, and two blocks of such
+    # roundings move a mean log-probability by far less than its own 2^-8).
+    forced = result["forced_cell"]
+    assert forced["block_fused"]["path"] == ["fused", "pinned (train.depth_path=fused)"]
+    assert forced["block"]["path"][0] == "buffered"
+    fused, existing = forced["block_fused"]["losses"], forced["block"]["losses"]
+    assert len(fused) == len(existing) == 2 and fused != existing
+    for got, want in zip(fused, existing, strict=True):
+        assert abs(got - want) <= 2**-8 * want
 
 
 def _relative(d: dict[str, float]) -> float:

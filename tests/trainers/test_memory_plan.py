@@ -139,6 +139,69 @@ def test_the_activation_terms_are_what_the_forward_saves(residual: str, checkpoi
     assert _saved_per_token(cfg, checkpointing) == pytest.approx(expected, rel=1e-6)
 
 
+def _bf16_saved_bytes_per_token(cfg: ModelConfig) -> float:
+    """Bytes a forward under CPU bfloat16 autocast (a GPU trial's bf16-mixed) saves for its
+    backward per token, each storage once, outside the parameters: the count at two and at one
+    sequence, differenced, so that what a step saves once (autocast's weight copies, mHC's
+    concatenated maps) drops out."""
+    from trainers.model.transformer import DeepTransformer
+
+    def saved(batch: int) -> int:
+        torch.manual_seed(0)
+        model = DeepTransformer(cfg).train()
+        weights = {t.untyped_storage().data_ptr() for t in model.parameters()}
+        kept: dict[int, int] = {}
+
+        def pack(t: torch.Tensor) -> torch.Tensor:
+            s = t.untyped_storage()
+            if s.data_ptr() not in weights and t.dtype.is_floating_point:
+                kept[s.data_ptr()] = s.nbytes()
+            return t
+
+        idx = torch.randint(0, cfg.vocab_size, (batch, cfg.seq_len))
+        hooks = torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t)
+        with hooks, torch.autocast("cpu", torch.bfloat16):
+            model(idx)
+        return sum(kept.values())
+
+    return (saved(2) - saved(1)) / cfg.seq_len
+
+
+# Where the plan's bfloat16 split falls short of what autocast saves (the test below finds them;
+# mHC, for one, keeps a copy of its streams for its maps' RMS and product besides the one its
+# read-and-mix product keeps, which is the one the plan counts). The plan's to mend.
+BF16_SHORT = ("hyper", "mhc", "mhc_lite", "laurel_lr")
+
+
+@pytest.mark.parametrize(
+    "residual",
+    [
+        pytest.param(
+            r,
+            marks=pytest.mark.xfail(
+                r in BF16_SHORT,
+                strict=True,
+                raises=AssertionError,
+                reason="the plan counts fewer bfloat16 copies than autocast makes",
+            ),
+        )
+        for r in (*SAVED, "mhc", "mhc_lite")
+    ],
+)
+def test_under_bf16_the_plan_is_never_below_what_the_forward_saves(residual: str) -> None:
+    """What a GPU trial plans with: bf16-mixed, whose float32/bfloat16 split the float32 test
+    above cannot see. Per token, at a width where the rows outweigh the per-token constants
+    (d_model 128), the plan's branches and depth state in bytes (less the backward's working
+    gradients, two float32 rows) are at least what a forward under bfloat16 autocast saves:
+    an estimate below it would pick a micro-batch that does not fit."""
+    cfg = dataclasses.replace(_run(residual, 3).model, d_model=128)
+    planned = (activation_tokens(cfg, "none") + depth_state(cfg)).bytes(
+        PRECISION_BYTES["bf16-mixed"]
+    )
+    working = 2 * cfg.d_model * PRECISION_BYTES["bf16-mixed"].wide
+    assert planned - working >= _bf16_saved_bytes_per_token(cfg)
+
+
 @pytest.mark.parametrize("residual", ("standard", "attnres", "mhc"))
 def test_the_plan_is_within_a_quarter_of_a_measured_step_peak(residual: str) -> None:
     """A tiny float32 training step of two micro-batches, profiled on the CPU: the estimate
@@ -177,8 +240,10 @@ def test_the_fused_path_is_planned_where_it_runs() -> None:
     """The plan counts the fused kernels' state where a trial would run them: on a GPU, in
     bfloat16, for the paper's AttnRes, pinned (train.depth_path=fused) or left to the dispatch
     in an uncompiled model; a compiled model, a CPU, float32 or a switch away from the paper's
-    takes the torch path. Where it runs, it keeps more than the buffered path at GPT-2's width
-    (768, rows padded to 1024)."""
+    takes the torch path. Where it runs, the plan keeps more depth state than on the torch path
+    at GPT-2's width (768, rows padded to 1024), and nothing else changes. (What the fused path
+    saves is held to a measured count under Triton's interpreter, byte for byte:
+    tests/trainers/test_attnres_fused.py.)"""
     import dataclasses
 
     from trainers.config import RunConfig, TrainConfig
@@ -196,7 +261,7 @@ def test_the_fused_path_is_planned_where_it_runs() -> None:
     assert not fused_plan(run(depth_path="fused", precision="32-true"), gpu=True)
     sigmoid = dataclasses.replace(model, attnres_gate="sigmoid")
     assert not fused_plan(RunConfig(model=sigmoid, train=TrainConfig(depth_path="torch")), True)
-    fused, buffered = depth_state(model, fused=True), depth_state(model)
-    assert fused.narrow > buffered.narrow
-    planned = memory_plan(run(depth_path="fused", micro_batch=1, batch_size=1)).depth_state
-    assert planned == round(fused.bytes(PRECISION_BYTES["bf16-mixed"]) * model.seq_len)
+    fused = memory_plan(run(depth_path="fused", micro_batch=1, batch_size=1))
+    torch_path = memory_plan(run(depth_path="torch", micro_batch=1, batch_size=1))
+    assert fused.depth_state > torch_path.depth_state
+    assert fused.total - fused.depth_state == torch_path.total - torch_path.depth_state
