@@ -8,22 +8,28 @@ before anything is written.
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from collections.abc import Sequence
 
-from nas.commands.coordcheck import add_coordcheck_parser
-from nas.commands.data import add_data_parser
-from nas.commands.diff import add_diff_parser
-from nas.commands.generate import add_generate_parser
-from nas.commands.report import add_report_parser
-from nas.commands.spaces import add_spaces_parser
-from nas.commands.status import add_status_parser
-from nas.commands.sweep import add_sweep_parser
-from nas.commands.train import add_train_parser
-from nas.commands.ui import add_ui_parser
 from nas.exits import Exit
 
 EXIT_USAGE = Exit.USAGE
+# The commands, in the order ``nas --help`` lists them: each a module of ``nas/commands`` whose
+# ``add_parser(sub)`` adds its parser and the function it runs. A new command is a module there
+# and its name here.
+COMMANDS = (
+    "train",
+    "spaces",
+    "sweep",
+    "report",
+    "status",
+    "diff",
+    "ui",
+    "coordcheck",
+    "generate",
+    "data",
+)
 
 
 class UsageError(Exception):
@@ -40,16 +46,8 @@ class Parser(argparse.ArgumentParser):
 def build_parser() -> Parser:
     parser = Parser(prog="nas", description="Depth-scaling ablations for Transformers.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
-    add_train_parser(sub)
-    add_spaces_parser(sub)
-    add_sweep_parser(sub)
-    add_report_parser(sub)
-    add_status_parser(sub)
-    add_diff_parser(sub)
-    add_ui_parser(sub)
-    add_coordcheck_parser(sub)
-    add_generate_parser(sub)
-    add_data_parser(sub)
+    for name in COMMANDS:
+        importlib.import_module(f"nas.commands.{name}").add_parser(sub)
     return parser
 
 

@@ -19,7 +19,7 @@ from trainers.measure.coordcheck_table import DEPTHS, WIDTHS
 DEFAULTS = ("model.d_model=32", "model.n_layers=2", "model.seq_len=32")
 
 
-def add_coordcheck_parser(sub: Any) -> None:
+def add_parser(sub: Any) -> None:
     p = sub.add_parser(
         "coordcheck",
         help="check that a parametrization keeps activations' updates flat across sizes",

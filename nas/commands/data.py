@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 
-def add_data_parser(sub: Any) -> None:
+def add_parser(sub: Any) -> None:
     p = sub.add_parser(
         "data",
         help="prepare a corpus of your own for data.source=shards",

@@ -14,7 +14,7 @@ DIFF_FILE = "diff.md"
 FIGURE_FILE = "profiles.png"
 
 
-def add_diff_parser(sub: Any) -> None:
+def add_parser(sub: Any) -> None:
     p = sub.add_parser(
         "diff",
         help="compare two trial runs: differing config keys, final metrics, dilution",

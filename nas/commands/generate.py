@@ -28,7 +28,7 @@ MODEL_NAME, CONFIG_NAME = (
 RUN_ID = re.compile(r"[0-9a-f]{32}")  # MLflow's run ids
 
 
-def add_generate_parser(sub: Any) -> None:
+def add_parser(sub: Any) -> None:
     p = sub.add_parser(
         "generate",
         help="print a trained model's continuation of a prompt",

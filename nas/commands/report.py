@@ -17,7 +17,7 @@ from reports.write import FORMATS
 DEFAULT_FORMATS = "html,md"
 
 
-def add_report_parser(sub: Any) -> None:
+def add_parser(sub: Any) -> None:
     p = sub.add_parser(
         "report",
         help="write a sweep's ablation report (HTML + Markdown); no sweep: list them",

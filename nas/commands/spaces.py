@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from trainers.config import RunConfig
 
 
-def add_spaces_parser(sub: Any) -> None:
+def add_parser(sub: Any) -> None:
     p = sub.add_parser(
         "spaces",
         help="list the built-in search spaces, or show one",

@@ -10,7 +10,7 @@ from typing import Any
 from record.uri import TRACKING_URI_HELP
 
 
-def add_status_parser(sub: Any) -> None:
+def add_parser(sub: Any) -> None:
     p = sub.add_parser(
         "status",
         help="a sweep's progress from its record: trials by status, rate, time left",

@@ -12,7 +12,7 @@ from search_spaces.seed_choice import DEFAULT_MAX_SEEDS, SeedRule
 from stats.power import DEFAULT_EFFECT
 
 
-def add_sweep_parser(sub: Any) -> None:
+def add_parser(sub: Any) -> None:
     p = sub.add_parser(
         "sweep",
         help="train every trial of a search space on Ray Tune, recorded in MLflow",

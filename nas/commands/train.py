@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from trainers.training.paths import Paths
 
 
-def add_train_parser(sub: Any) -> None:
+def add_parser(sub: Any) -> None:
     keys = "\n".join(f"  {k:<22} {h}" for k, h in field_help().items())
     p = sub.add_parser(
         "train",

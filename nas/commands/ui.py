@@ -18,7 +18,7 @@ from record.uri import TRACKING_URI_HELP
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
-def add_ui_parser(sub: Any) -> None:
+def add_parser(sub: Any) -> None:
     p = sub.add_parser(
         "ui",
         help="start the MLflow UI on the sweeps' store (127.0.0.1 by default)",

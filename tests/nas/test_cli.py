@@ -231,3 +231,15 @@ def test_sweep_help_lists_every_exit_status_the_sweep_returns() -> None:
     text = " ".join(sub.choices["sweep"].format_help().split())  # type: ignore[union-attr]
     for code in Exit:
         assert f"{int(code)} {MEANING[code]}" in text
+
+
+def test_every_command_module_is_registered_once() -> None:
+    """A command is its module in nas/commands and its name in ``nas.cli.COMMANDS``: a module
+    left out would be a command no one can run."""
+    from pathlib import Path
+
+    from nas.cli import COMMANDS
+
+    folder = Path(__file__).resolve().parents[2] / "nas" / "commands"
+    modules = {p.stem for p in folder.glob("*.py")} - {"__init__"}
+    assert sorted(COMMANDS) == sorted(modules)
