@@ -93,7 +93,8 @@ class Tag:
     MICRO_BATCH = "nas.micro_batch"
     CHECKPOINTING = "nas.checkpointing"
     # How the trial's model was spread (set by nas.trial.run): "single" (one process), "ddp"
-    # (replicated over its workers) or "fsdp" (sharded over them), and how many workers
+    # (replicated over its workers) or "fsdp" (sharded over them), and how many workers; of the
+    # attempt that finished the trial (one resumed under another strategy names the last)
     STRATEGY = "nas.strategy"
     WORLD_SIZE = "nas.world_size"
     GIT_COMMIT = "nas.git_commit"

@@ -1,6 +1,7 @@
 """Sharded data-parallel training (``nas.trial.data_parallel.Workers(strategy="fsdp")``: FSDP2, each
 Transformer block one unit): two gloo workers on the CPU train what one process trains on the
-same global batch, resume from their checkpoint, and give the result one process gives.
+same global batch and give the result one process gives; a checkpoint resumes across strategies
+(one process's under FSDP, FSDP's in one process) as it resumes under its own.
 
 Why the tolerance: the runs differ only in the order of float sums, as DDP's do
 (``tests/nas/test_data_parallel``: a float32 sum of n terms reorders to about log2(n)·eps
@@ -70,6 +71,55 @@ def test_fsdp_needs_two_workers_and_strategies_are_named() -> None:
     assert Workers(2, strategy="fsdp").strategy == "fsdp" and Workers(1).strategy == "ddp"
 
 
+@pytest.mark.parametrize("tied", [True, False])
+def test_an_optimizer_state_numbered_either_way_loads_onto_its_parameters(tied: bool) -> None:
+    """A whole checkpoint's Adam state, numbered in the optimizer groups' order (one process's
+    and DDP's: ``Optimizer.state_dict``) or in the model's (Lightning's FSDP save, by the torch
+    call it makes), puts back on every parameter, a tied embedding's too, exactly the state
+    it had: the map by name (``named_optimizer_state``) that FSDP2 resumes by."""
+    from dataclasses import replace
+
+    import torch
+    from torch.distributed.checkpoint.state_dict import (
+        StateDictOptions,
+        get_optimizer_state_dict,
+        set_optimizer_state_dict,
+    )
+    from torch.distributed.fsdp import FullyShardedDataParallel, OptimStateKeyType
+
+    from nas.trial.fsdp_strategy import named_optimizer_state
+    from trainers.training.module import LanguageModelModule
+
+    cfg = _cfg()
+    cfg = replace(cfg, model=replace(cfg.model, tie_embeddings=tied))
+
+    def fresh() -> tuple[Any, Any]:
+        module = LanguageModelModule(cfg)
+        return module, module.configure_optimizers()["optimizer"]
+
+    torch.manual_seed(0)
+    module, optimizer = fresh()
+    for _ in range(2):  # moments that differ from parameter to parameter
+        for p in module.parameters():
+            p.grad = torch.randn_like(p)
+        optimizer.step()
+    had = {name: optimizer.state[p] for name, p in module.named_parameters()}
+    by_groups = optimizer.state_dict()
+    by_model = FullyShardedDataParallel.rekey_optim_state_dict(
+        get_optimizer_state_dict(module, optimizer), OptimStateKeyType.PARAM_ID, module
+    )
+    numbers = [[g["params"] for g in s["param_groups"]] for s in (by_groups, by_model)]
+    assert numbers[0] != numbers[1]  # the two numberings differ for this model
+    for saved in (by_groups, by_model):
+        module, optimizer = fresh()
+        named = named_optimizer_state(saved, module, optimizer)
+        options = StateDictOptions(full_state_dict=True)
+        set_optimizer_state_dict(module, optimizer, optim_state_dict=named, options=options)
+        for name, p in module.named_parameters():
+            for key, value in had[name].items():
+                assert torch.equal(optimizer.state[p][key], value), (name, key)
+
+
 def _logged(out: Path) -> dict[str, dict[int, float]]:
     """Rank 0's CSV log: metric -> step -> value."""
     logged: dict[str, dict[int, float]] = {}
@@ -102,38 +152,50 @@ def _checkpoint_at(storage: Path, step: int) -> Path:
 
 
 def fits(folder: str) -> None:
-    """The subprocess's part (it joins the session's shared Ray): one process; two FSDP
-    workers, and again resumed from their step-3 checkpoint; each summarized into
-    ``folder/fits.json``."""
+    """The subprocess's part (it joins the session's shared Ray): one process, keeping its
+    step-3 checkpoint as a sweep trial does; two FSDP workers; the workers again, resumed from
+    the one process's checkpoint; and one process resumed from the workers' step-3 checkpoint;
+    each summarized into ``folder/fits.json``."""
+    import lightning as L
     import ray
 
     from nas.trial.data_parallel import train_data_parallel
+    from nas.trial.lightning_hooks import save_marked
     from trainers.training.run import train
 
     tmp, cfg, workers = Path(folder), _cfg(), Workers(2, strategy="fsdp")
-    one, _ = train(cfg, tmp / "one", progress=False)
+
+    class KeepStep3(L.Callback):
+        def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+            if trainer.global_step == 3:
+                save_marked(trainer, tmp / "one-ckpt", "one")
+
+    (tmp / "one-ckpt").mkdir(parents=True)
+    one, _ = train(cfg, tmp / "one", progress=False, callbacks=[KeepStep3()])
     ray.init()
     two = train_data_parallel(cfg, tmp / "two", workers)
-    ckpt = _checkpoint_at(tmp / "two" / "ray-train" / "train", 3)
-    resumed = train_data_parallel(cfg, tmp / "resumed", workers, ckpt_path=ckpt)
+    one_ckpt = tmp / "one-ckpt" / CKPT_NAME
+    resumed = train_data_parallel(cfg, tmp / "resumed", workers, ckpt_path=one_ckpt)
+    two_ckpt = _checkpoint_at(tmp / "two" / "ray-train" / "train", 3)
+    back, _ = train(cfg, tmp / "back", progress=False, ckpt_path=two_ckpt)
     summaries = {
         name: _summary(result, tmp / name)
-        for name, result in (
-            ("one", one),
-            ("two", two),
-            ("resumed", resumed),
-        )
+        for name, result in (("one", one), ("two", two), ("resumed", resumed), ("back", back))
     }
     (tmp / "fits.json").write_text(json.dumps(summaries))
 
 
 @pytest.mark.slow
-def test_two_sharded_workers_train_what_one_process_does_and_resume(tmp_path: Path) -> None:
+def test_two_sharded_workers_train_what_one_process_does_and_resume_across(tmp_path: Path) -> None:
     """Two FSDP workers, micro-batched and clipped: every step's training loss and each
     validation equal one process's within RTOL; the result has its shape (the same parameter
     count, dilution summaries and profiles, gathered from the shards onto rank 0; a decode
-    cost; both workers' cores); and a fit resumed from its step-3 checkpoint (saved whole by
-    rank 0) trains steps 3-5 as the uninterrupted process does, on the same batches."""
+    cost; both workers' cores); and across strategies, the workers resumed from the one
+    process's step-3 checkpoint, and one process resumed from the workers' (saved whole by
+    rank 0), train steps 3-5 as the uninterrupted process does, on the same batches. A state
+    of Adam's put on the wrong parameter fails the load (another shape) or moves step 4's loss
+    by far more than RTOL (the same shape); one left out moves it too (Adam's first step from
+    nothing is lr·sign(g), not a running average's)."""
     env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true", **shared_env()}
     code = f"from tests.nas.test_fsdp import fits; fits({str(tmp_path)!r})"
     proc = subprocess.run(
@@ -142,7 +204,7 @@ def test_two_sharded_workers_train_what_one_process_does_and_resume(tmp_path: Pa
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
     fit = json.loads((tmp_path / "fits.json").read_text())
-    one, two, resumed = fit["one"], fit["two"], fit["resumed"]
+    one, two = fit["one"], fit["two"]
     assert set(two["logged"]) == set(one["logged"])  # every metric one process logs
     for key in ("train/loss", "val/loss"):
         assert sorted(two["logged"][key]) == sorted(one["logged"][key]), key
@@ -152,10 +214,15 @@ def test_two_sharded_workers_train_what_one_process_does_and_resume(tmp_path: Pa
         assert two[key] == one[key], key
     assert two["val_loss"] == pytest.approx(one["val_loss"], rel=RTOL)
     assert two["devices"] == 2  # two workers of one core each (one process had both cores)
-    # resumed at step 3: it trains steps 3-5 as the uninterrupted process does
-    assert sorted(resumed["logged"]["train/loss"]) == ["3", "4", "5"]
-    for step in ("3", "4", "5"):
-        value = one["logged"]["train/loss"][step]
-        assert resumed["logged"]["train/loss"][step] == pytest.approx(value, rel=RTOL), step
-    assert resumed["val_loss"] == pytest.approx(one["val_loss"], rel=RTOL)
-    assert resumed["steps"] == 6
+    # resumed at step 3, across strategies: each trains steps 3-5 as the one process does
+    for name in ("resumed", "back"):
+        across = fit[name]
+        assert sorted(across["logged"]["train/loss"]) == ["3", "4", "5"], name
+        for step in ("3", "4", "5"):
+            value = one["logged"]["train/loss"][step]
+            assert across["logged"]["train/loss"][step] == pytest.approx(value, rel=RTOL), (
+                name,
+                step,
+            )
+        assert across["val_loss"] == pytest.approx(one["val_loss"], rel=RTOL), name
+        assert across["steps"] == 6, name
