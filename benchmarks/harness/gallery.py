@@ -20,6 +20,7 @@ import time
 from dataclasses import dataclass
 from importlib.metadata import version
 from pathlib import Path
+from typing import Any
 
 from record.machine import cpu_words
 
@@ -31,6 +32,9 @@ MADE = "made.json"  # beside each study's report: its commands, commit, hardware
 # with its uncertainty. The index quotes it under the study's heading; a rerun keeps it, and
 # whoever reruns the study rereads the report and revises it.
 FINDINGS = "findings.md"
+
+
+Trials = frozenset[tuple[str, str, int | None]] | None  # (run id, status, end time) per trial
 
 
 @dataclass(frozen=True)
@@ -104,9 +108,9 @@ def study(s: Study) -> None:
     sweep = _nas("sweep", s.name, *s.sweep_args, *store)
     report = _nas("report", s.name, "--format", "md", "--out", str(OUT / s.name),
                   *s.report_args, store[0])  # fmt: skip
-    before = _trials(s.name)
+    before = trial_runs(s.name)
     seconds = _run(sweep)
-    ran = _trials(s.name) != before
+    ran = trial_runs(s.name) != before
     folder = ROOT / OUT / s.name
     kept = _set_aside(folder)
     _run(report)
@@ -120,22 +124,31 @@ def study(s: Study) -> None:
         "hardware": f"{cpu_words()}, torch {_torch_version()}",
         "date": time.strftime("%Y-%m-%d"),
     }
-    if not ran and MADE in kept:
-        # A settled sweep only reported again: the sweep's time, commit, machine and date are
-        # still those of the run that trained it; this run adds when it was reported.
-        made = {
-            **json.loads(kept[MADE]),
-            "reported": {"commit": made["commit"], "date": made["date"]},
-        }
-    (ROOT / OUT / s.name / MADE).write_text(json.dumps(made, indent=1) + "\n")
+    (ROOT / OUT / s.name / MADE).write_text(
+        json.dumps(made_record(made, kept, ran), indent=1) + "\n"
+    )
 
 
-def _trials(name: str) -> frozenset[tuple[str, str, int | None]] | None:
-    """Each trial run of sweep ``name`` in the gallery's store, with its status and end time
-    (None when the store holds no such sweep): what a sweep that trained anything changes."""
+def made_record(fresh: dict[str, Any], kept: dict[str, str], ran: bool) -> dict[str, Any]:
+    """What ``MADE`` says of a study: ``fresh``, this run's commands, sweep time, commit,
+    hardware and date; but where the sweep trained nothing (``ran`` false) and the earlier
+    ``MADE`` was kept (``kept``, from ``_set_aside``), the report was only made again from the
+    kept store, so the sweep's time, commit, machine and date are still those of the run that
+    trained it: the kept record, with this run's commit and date as ``reported``."""
+    if ran or MADE not in kept:
+        return fresh
+    return {
+        **json.loads(kept[MADE]),
+        "reported": {"commit": fresh["commit"], "date": fresh["date"]},
+    }
+
+
+def trial_runs(name: str, db: Path = ROOT / STORE / "mlflow.db") -> Trials:
+    """Each trial run of sweep ``name`` in the store ``db`` (the gallery's), with its status and
+    end time (None when the store holds no such sweep): what a sweep that trained anything
+    changes, and a settled one, which only opens and closes its parent run again, does not."""
     from record.read import live_sweep
 
-    db = ROOT / STORE / "mlflow.db"
     if not db.is_file():
         return None
     try:  # the same store the sweep's relative URI names, by its absolute path

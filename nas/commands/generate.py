@@ -7,7 +7,8 @@ a sweep trial's MLflow run id, whose newest checkpoint is found on the sweep's s
 resumed trial finds it (``nas.trial.checkpoints``). Every file loads with
 ``torch.load(..., weights_only=True)``. Text goes in and out as the trial's corpus tokenized
 it (``trainers.corpus.codec``): UTF-8 bytes for the byte corpora (``stdlib``, ``text``), the
-prepared corpus's own tokenizer for ``shards``.
+corpus's own tokenizer for ``shards`` (a prepared corpus's ``tokenizer.json``, or the tokenizer
+file an adopted one recorded), nanoGPT's ``meta.pkl`` for ``tokens``.
 """
 
 from __future__ import annotations
@@ -34,7 +35,9 @@ def add_parser(sub: Any) -> None:
         help="print a trained model's continuation of a prompt",
         description="Sample a continuation of --prompt from a trained model with its KV cache, "
         "tokenized as its corpus was: one byte a token for stdlib and text, the corpus's "
-        "tokenizer for a prepared one (shards). Prints the prompt followed by the continuation.",
+        "tokenizer.json for a prepared one (shards), the tokenizer file an adopted one recorded "
+        "(llm.c's tokenizer .bin, nanoGPT's meta.pkl), a tokens folder's meta.pkl. Prints the "
+        "prompt followed by the continuation.",
     )
     p.add_argument(
         "trial",
@@ -47,7 +50,17 @@ def add_parser(sub: Any) -> None:
         "--tracking-uri",
         help=f"{TRACKING_URI_HELP}; the store of a run id",
     )
-    p.add_argument("--prompt", required=True, help="the text to continue (UTF-8)")
+    prompt = p.add_mutually_exclusive_group(required=True)
+    prompt.add_argument(
+        "--prompt",
+        help="the text to continue (UTF-8); through llm.c's tokenizer file, which holds no "
+        "merges, it is read by greedy longest match, not GPT-2's BPE",
+    )
+    prompt.add_argument(
+        "--prompt-ids",
+        metavar="IDS",
+        help="the prompt as token ids, comma-separated (464,3290): exactly the ids training saw",
+    )
     p.add_argument("--tokens", type=int, required=True, help="how many tokens to sample")
     p.add_argument(
         "--temperature", type=float, default=1.0, help="softmax temperature; 0 is greedy (1.0)"
@@ -69,7 +82,11 @@ def run_generate(args: argparse.Namespace) -> int:
         codec = codec_of(cfg.data)
     except ValueError as err:
         raise ValueError(f"{target}: {err}") from None
-    prompt = codec.encode(args.prompt)
+    prompt = (
+        codec.encode(args.prompt)
+        if args.prompt is not None
+        else _prompt_ids(args.prompt_ids, cfg.model.vocab_size)
+    )
     check_length(len(prompt), args.tokens, cfg.model.seq_len)
     ids = _continue(cfg, weights, prompt, args)
     sys.stdout.write(codec.decode(ids) + "\n")
@@ -84,8 +101,22 @@ def _check_sampling(args: argparse.Namespace) -> None:
         raise ValueError(f"--temperature {args.temperature}: must be >= 0 (0 is greedy)")
     if args.top_k is not None and args.top_k < 1:
         raise ValueError(f"--top-k {args.top_k}: must be >= 1")
-    if not args.prompt:
+    if args.prompt is not None and not args.prompt:
         raise ValueError("--prompt is empty; give at least one character")
+
+
+def _prompt_ids(text: str, vocab_size: int) -> list[int]:
+    """``--prompt-ids``'s ids, each one the model has; ValueError, one line, otherwise."""
+    words = [w for w in re.split(r"[,\s]+", text) if w]
+    bad = next(
+        (w for w in words if not (w.isascii() and w.isdigit()) or int(w) >= vocab_size), None
+    )
+    if bad is not None or not words:
+        raise ValueError(
+            f"--prompt-ids {text!r}: give token ids 0..{vocab_size - 1} (the model's "
+            "vocabulary), comma-separated"
+        )
+    return [int(w) for w in words]
 
 
 def _continue(cfg: Any, weights: dict[str, Any], prompt: list[int], args: Any) -> list[int]:

@@ -217,3 +217,215 @@ def test_a_checkpoint_from_before_reads_through_the_upgrade(tmp_path: Path) -> N
     cfg, weights = load_trial(tmp_path / "last.ckpt")
     assert cfg == trained
     DeepTransformer(cfg.model).load_state_dict(weights)  # strict
+
+
+# ---- an adopted corpus's own tokenizer file ------------------------------------------------------
+
+# llm.c's tokenizer file of a handful of tokens: single bytes, longer pieces that greedy longest
+# match prefers, 'é' as its two bytes apart (a byte-level table splits characters), and the
+# end-of-text token spelled out as llm.c writes it.
+LLMC_PIECES = [b"a", b"b", b"c", b" ", b"\n", b"ab", b"abc", b"\xc3", b"\xa9", b"<|endoftext|>"]
+LLMC_EOT = 9
+CHARS = "\n !abcé"  # a nanoGPT character-level vocabulary, 'é' two bytes in UTF-8
+
+
+def _llmc_corpus(root: Path) -> Path:
+    """llm.c shards (a train and a val file) and llm.c's tokenizer file, version 2."""
+    import numpy as np
+
+    from trainers.corpus.shard import HEADER_INTS, U16, write_shard
+
+    folder = root / "llmc"
+    folder.mkdir()
+    rng = np.random.default_rng(0)
+    for name in ("tiny_train_000001.bin", "tiny_val_000000.bin"):
+        write_shard(folder / name, rng.integers(0, len(LLMC_PIECES), size=200), U16)
+    header = np.zeros(HEADER_INTS, dtype="<i4")
+    header[:4] = (20240328, 2, len(LLMC_PIECES), LLMC_EOT)
+    body = b"".join(bytes([len(p)]) + p for p in LLMC_PIECES)
+    (folder / "gpt2_tokenizer.bin").write_bytes(header.tobytes() + body)
+    return folder
+
+
+def _nanogpt_corpus(root: Path) -> Path:
+    """nanoGPT's character-level layout: bare uint16 train.bin / val.bin, meta.pkl's tables."""
+    import pickle
+
+    import numpy as np
+
+    folder = root / "chars"
+    folder.mkdir()
+    rng = np.random.default_rng(1)
+    for name in ("train.bin", "val.bin"):
+        rng.integers(0, len(CHARS), size=200).astype(np.uint16).tofile(folder / name)
+    itos = dict(enumerate(CHARS))
+    meta = {"vocab_size": len(CHARS), "itos": itos, "stoi": {c: i for i, c in itos.items()}}
+    (folder / "meta.pkl").write_bytes(pickle.dumps(meta))
+    return folder
+
+
+def _written_trial(root: Path, folder: Path, source: str, vocab: int) -> Path:
+    """A `nas train`-style folder of a seeded, untrained model on ``folder``: the decoding is
+    under test, not what the model learned."""
+    import torch
+    import yaml
+
+    from trainers.config import to_dict
+    from trainers.corpus.manifest import pinned
+    from trainers.model.transformer import DeepTransformer
+
+    model = {"d_model": 16, "n_heads": 2, "n_layers": 1, "seq_len": 24, "vocab_size": vocab}
+    cfg = pinned(from_dict({"model": model, "data": {"source": source, "path": str(folder)}}))
+    run = root / "run"
+    run.mkdir()
+    torch.manual_seed(0)
+    torch.save(DeepTransformer(cfg.model).state_dict(), run / "model.pt")
+    (run / "config.yaml").write_text(yaml.safe_dump(to_dict(cfg), sort_keys=False))
+    return run
+
+
+def _sampled_ids(run: Path, prompt: list[int], tokens: int, seed: int) -> list[int]:
+    """The model's own continuation of ``prompt``'s ids, sampled as `nas generate --seed` samples
+    (temperature 1, a CPU generator of that seed), read without any codec."""
+    import torch
+
+    from nas.commands.generate import load_trial
+    from trainers.model.decoding import generate
+    from trainers.model.transformer import DeepTransformer
+
+    cfg, weights = load_trial(run)
+    model = DeepTransformer(cfg.model)
+    model.load_state_dict(weights)
+    gen = torch.Generator().manual_seed(seed)
+    out = generate(model.eval(), torch.tensor([prompt]), tokens, 1.0, None, gen)
+    return [int(i) for i in out[0].tolist()]
+
+
+# (the corpus, its source, its table as bytes, a prompt, its ids by greedy longest match by hand)
+ADOPTED = {
+    "llm.c": (_llmc_corpus, "shards", LLMC_PIECES, "abc ab é", [6, 3, 5, 3, 7, 8]),
+    "nanoGPT": (
+        _nanogpt_corpus,
+        "shards",
+        [c.encode() for c in CHARS],
+        "cab é!",
+        [5, 3, 4, 1, 6, 2],
+    ),
+    "tokens": (_nanogpt_corpus, "tokens", [c.encode() for c in CHARS], "a\nb", [3, 0, 4]),
+}
+
+
+@pytest.mark.parametrize("which", ADOPTED)
+def test_a_model_of_an_adopted_corpus_speaks_its_tokenizer_file(
+    tmp_path: Path, which: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No tokenizer.json: an adopted corpus's llm.c tokenizer file or nanoGPT meta.pkl (and an
+    unadopted nanoGPT 'tokens' folder's meta.pkl) encodes the prompt, by greedy longest match,
+    and decodes the ids: the printed text is the table's pieces of the model's own sampled ids,
+    joined by hand; --prompt-ids with those ids prints the same."""
+    make, source, pieces, prompt, prompt_ids = ADOPTED[which]
+    folder = make(tmp_path)
+    if source == "shards":
+        assert main(["data", "adopt", str(folder)]) == 0
+    run = _written_trial(tmp_path, folder, source, len(pieces))
+    ids = _sampled_ids(run, prompt_ids, 12, seed=4)
+    expected = b"".join(pieces[i] for i in ids).decode("utf-8", errors="replace") + "\n"
+    capsys.readouterr()
+    common = ["--tokens", "12", "--seed", "4"]
+    code, out, err = _generate(capsys, str(run), "--prompt", prompt, *common)
+    assert code == 0, err
+    assert out == expected and out.startswith(prompt)
+    ids_text = ",".join(map(str, prompt_ids))
+    assert _generate(capsys, str(run), "--prompt-ids", ids_text, *common) == (0, expected, "")
+
+
+def test_a_token_table_joins_bytes_across_tokens(tmp_path: Path) -> None:
+    """llm.c's table decodes by joining each id's bytes: 'é' split over two tokens comes back
+    whole, the end-of-text token reads as its text, a lone half of a character and an id past
+    the table read U+FFFD."""
+    from trainers.config import DataConfig
+    from trainers.corpus.codec import codec_of
+
+    folder = _llmc_corpus(tmp_path)
+    assert main(["data", "adopt", str(folder)]) == 0
+    codec = codec_of(DataConfig(source="shards", path=str(folder)))
+    assert codec.decode([6, 3, 7, 8, LLMC_EOT]) == "abc é<|endoftext|>"
+    assert codec.decode([0, 7, 1, len(LLMC_PIECES)]) == "a\ufffdb\ufffd"
+    assert codec.encode("cabcab<|endoftext|>") == [2, 6, 5, LLMC_EOT]
+
+
+def _no_tokenizer(folder: Path) -> None:
+    (folder / "gpt2_tokenizer.bin").unlink()
+
+
+def _byte_counts_only(folder: Path) -> None:
+    import torch
+
+    (folder / "gpt2_tokenizer.bin").unlink()
+    torch.save(torch.tensor([len(p) for p in LLMC_PIECES]), folder / "token_bytes.pt")
+
+
+REFUSED = [
+    (_no_tokenizer, [], "records no tokenizer, nothing that decodes its ids"),
+    (_byte_counts_only, [], "records only token byte counts"),
+    (None, ["--prompt", "abcd"], "'d' is no token of"),
+    (None, ["--prompt-ids", "1,10"], "--prompt-ids '1,10': give token ids 0..9"),
+    (None, ["--prompt-ids", "x"], "--prompt-ids 'x'"),
+]
+
+
+@pytest.mark.parametrize(("before", "words", "needle"), REFUSED, ids=[r[2][:24] for r in REFUSED])
+def test_what_no_tokenizer_file_reads_is_one_line_and_exit_2(
+    tmp_path: Path,
+    before: object,
+    words: list[str],
+    needle: str,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """An adopted corpus with no tokenizer, or only nanochat's byte counts, says what it reads;
+    a prompt character the table lacks and ids the model lacks are named."""
+    folder = _llmc_corpus(tmp_path)
+    if before is not None:
+        before(folder)  # type: ignore[operator]
+    assert main(["data", "adopt", str(folder)]) == 0
+    run = _written_trial(tmp_path, folder, "shards", len(LLMC_PIECES))
+    capsys.readouterr()
+    code, out, err = _generate(capsys, str(run), *(words or ["--prompt", "ab"]), "--tokens", "2")
+    assert code == 2 and out == "" and err.count("\n") == 1 and needle in err, err
+
+
+def test_a_tokenizer_file_changed_since_adoption_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The manifest records the tokenizer file's SHA-256: rewritten afterwards (one piece
+    changed, the same size), its ids may read as other text, so it is refused in one line."""
+    folder = _llmc_corpus(tmp_path)
+    assert main(["data", "adopt", str(folder)]) == 0
+    run = _written_trial(tmp_path, folder, "shards", len(LLMC_PIECES))
+    path = folder / "gpt2_tokenizer.bin"
+    path.write_bytes(path.read_bytes().replace(b"abc", b"abd"))
+    capsys.readouterr()
+    code, out, err = _generate(capsys, str(run), "--prompt", "ab", "--tokens", "2")
+    assert code == 2 and out == "" and err.count("\n") == 1 and "changed since" in err, err
+
+
+def test_a_meta_pkl_that_names_code_is_refused_not_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """meta.pkl is a pickle: one that names a function (here ``open``, which creates a file when
+    called) is refused in one line, and the function never runs."""
+    import pickle
+
+    folder = _nanogpt_corpus(tmp_path)
+    run = _written_trial(tmp_path, folder, "tokens", len(CHARS))
+    planted = tmp_path / "ran"
+
+    class Payload:
+        def __reduce__(self) -> tuple[object, tuple[str, str]]:
+            return (open, (str(planted), "w"))
+
+    (folder / "meta.pkl").write_bytes(pickle.dumps({"itos": Payload()}))
+    capsys.readouterr()
+    code, out, err = _generate(capsys, str(run), "--prompt", "ab", "--tokens", "2")
+    assert code == 2 and out == "" and err.count("\n") == 1 and "meta.pkl" in err, err
+    assert not planted.exists()

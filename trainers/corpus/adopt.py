@@ -41,10 +41,10 @@ import numpy as np
 
 from trainers.corpus.documents import Split
 from trainers.corpus.manifest import MANIFEST, TOKEN_BYTES, sha256_of, write_manifest
-from trainers.corpus.shard import HEADER_BYTES, HEADER_INTS, LAYOUTS
+from trainers.corpus.shard import HEADER_BYTES, LAYOUTS
+from trainers.corpus.tables import LLMC_TOKENIZER_MAGIC, llmc_table, meta_table
 from trainers.corpus.vocab import META, NOT_A_PICKLE, PlainData
 
-LLMC_TOKENIZER_MAGIC = 20240328  # llm.c's tokenizer file: each token's bytes
 ENDS = 1 << 16  # bytes at each end of a file that ``ends`` digests
 BLOCK = 1 << 26  # bytes read at once while scanning (a multiple of every token size)
 NANOGPT = ("train.bin", "val.bin")
@@ -151,34 +151,15 @@ def token_files(folder: Path) -> tuple[str, list[TokenFile]]:
 
 
 def _llmc_tokenizer(path: Path) -> np.ndarray:
-    data = path.read_bytes()
-    header = np.frombuffer(data[:HEADER_BYTES], dtype="<i4")
-    if len(header) < HEADER_INTS or header[0] != LLMC_TOKENIZER_MAGIC or header[1] not in (1, 2):
-        raise ValueError(f"{path}: not llm.c's tokenizer file (magic {LLMC_TOKENIZER_MAGIC})")
-    n, at, sizes = int(header[2]), HEADER_BYTES, []
-    for _ in range(n):
-        if at >= len(data):
-            raise ValueError(f"{path}: ends before its {n} tokens; it is truncated")
-        sizes.append(data[at])
-        at += 1 + data[at]
-    if at != len(data):
-        raise ValueError(f"{path}: {len(data) - at} bytes past its {n} tokens")
-    out = np.asarray(sizes, dtype=np.int32)
-    if header[1] == 2:  # version 2 names the end-of-text token: it stands for no text
-        out[int(header[3])] = 0
+    table = llmc_table(path)
+    out = np.asarray([len(p) for p in table.pieces], dtype=np.int32)
+    if table.eot is not None:  # version 2 names the end-of-text token: it stands for no text
+        out[table.eot] = 0
     return out
 
 
 def _meta_itos(path: Path) -> np.ndarray:
-    try:
-        with path.open("rb") as f:
-            meta = PlainData(f).load()
-        itos = meta["itos"]
-        n = len(itos)
-        sizes = [len(str(itos[i]).encode("utf-8")) for i in range(n)]
-    except (*NOT_A_PICKLE, AttributeError) as err:
-        raise ValueError(f"{path}: not nanoGPT's meta.pkl with an itos table ({err})") from None
-    return np.asarray(sizes, dtype=np.int32)
+    return np.asarray([len(s.encode("utf-8")) for s in meta_table(path)], dtype=np.int32)
 
 
 def _torch_sizes(path: Path) -> np.ndarray:
