@@ -175,6 +175,10 @@ class Metric:
     ROUTING_ENTROPY_MIN = "dilution/routing_entropy_min"
     ROUTING_TOP1_MAX = "dilution/routing_top1_max"
     ROUTING_SPREAD_MAX = "dilution/routing_spread_max"
+    ROUTING_MARGIN_MAX = "dilution/routing_margin_max"
+    # the largest share of a site's tokens that collapsed (stats.routing: top-1 mass above
+    # train.routing_alarm with the runner-up beyond stats.routing.SATURATED nats, same token)
+    ROUTING_COLLAPSED_MAX = "dilution/routing_collapsed_max"
     WIRING_GRAD_SHARE = "dilution/wiring_grad_share"
     # trainers.training.module.group_record, once per trial under a parametrization other than sp:
     # optim/<group>/<what>, <what> one of OPTIM_FIELDS (see optim_metric)

@@ -363,17 +363,20 @@ def collapsed_in_any_seed(
     weights: Mapping[str, np.ndarray],
     top1: Mapping[str, np.ndarray],
     spread: Mapping[str, np.ndarray],
+    collapsed: Mapping[str, np.ndarray] | None = None,
 ) -> Any:
     """(sites,) bool: the sites that collapsed (``stats.routing.collapsed_sites``) in at least
     one of the arm's trials ``g``, each at its own ``train.routing_alarm`` (the default where
-    the record predates the field: ``reports.normalize.recorded``)."""
+    the record predates the field: ``reports.normalize.recorded``); a trial whose profile has
+    no ``collapsed`` share (recorded before issue 50) by the averaged rule it was judged by."""
     out = np.zeros(len(weights[g["run_id"].iloc[0]]), dtype=bool)
     for _, row in g.iterrows():
         run = row["run_id"]
         if run not in top1 or run not in spread:
             continue
         threshold = float(recorded(row, ALARM_KEY))  # type: ignore[arg-type]
-        out |= collapsed_sites(top1[run], spread[run], weights[run], threshold)
+        share = (collapsed or {}).get(run)
+        out |= collapsed_sites(top1[run], spread[run], weights[run], threshold, share)
     return out
 
 
@@ -393,12 +396,13 @@ def depth_weight_heatmaps(
     top1: Mapping[str, np.ndarray] | None = None,
     spread: Mapping[str, np.ndarray] | None = None,
     importance: Mapping[str, np.ndarray] | None = None,
+    collapsed: Mapping[str, np.ndarray] | None = None,
 ) -> list[tuple[str, Image, bool]]:
     """Per AttnRes arm (deepest setting), the mean depth-attention weights over its comparable
     trials' seeds (``done``), the pre-attention sites and the pre-MLP sites apart (the paper's
     Figure 8 shape). Site rows are in sublayer order with the output site last. A site that
-    collapsed (``stats.routing``: one source per token through a saturated softmax) in any
-    seed is framed in red. Where every seed measured it, each source's causal importance
+    collapsed (``stats.routing``: most of its tokens read one source through a saturated
+    softmax) in any seed is framed in red. Where every seed measured it, each source's causal importance
     (``source_importance``: the loss change when it is left out) is drawn below, site for site;
     each arm's figure comes with whether it was."""
     done = deepest(done)
@@ -406,14 +410,14 @@ def depth_weight_heatmaps(
     out = []
     for arm, g in done.groupby("arm"):
         runs = list(g["run_id"])
-        collapsed = collapsed_in_any_seed(g, weights, top1 or {}, spread or {})
+        framed = collapsed_in_any_seed(g, weights, top1 or {}, spread or {}, collapsed)
         panels = [(seed_mean(weights, runs), f"{arm}: depth weight", _linear(0.0, 1.0))]
         if importance is not None and measured_by_all(importance, runs):
             mean = seed_mean(importance, runs)
             panels.append((mean, "loss change without the source (nats)", _diverging(mean)))
         fig, axes = _figure(nrows=len(panels), ncols=2, size=(11, 4.2 * len(panels)))
         for row, (values, what, (cmap, norm)) in enumerate(panels):
-            _site_panels(axes[row], values, what, cmap, norm, collapsed)
+            _site_panels(axes[row], values, what, cmap, norm, framed)
         fig.tight_layout()
         out.append((str(arm), _image(fig), len(panels) > 1))
     return out

@@ -63,6 +63,8 @@ SITE_ARRAYS = (
     "routing_top1",
     "routing_entropy",
     "routing_spread",
+    "routing_margin",
+    "routing_collapsed",
     "source_importance",
 )
 
@@ -84,9 +86,10 @@ class SweepData:
     - ``curves``: run_id, metric, step, value for the validation metrics
     - ``profiles``: run_id, block, output_norm, stream_norm, grad_norm of each trial's last
       dilution profile; ``depth_weights``: run_id -> (site x source) softmax weights;
-      ``routing_top1``, ``routing_entropy`` and ``routing_spread``: run_id -> per-site top-1
-      mass, normalized entropy and logit spread, per token then averaged
-      (``stats.routing``), where the profile recorded them; ``source_importance``: run_id
+      ``routing_top1``, ``routing_entropy``, ``routing_spread``, ``routing_margin`` and
+      ``routing_collapsed``: run_id -> per-site top-1 mass, normalized entropy, logit spread,
+      runner-up margin and collapsed share, per token then averaged (``stats.routing``),
+      where the profile recorded them (the margin and share since issue 50); ``source_importance``: run_id
       -> (site x source) loss change when that source is left out of that site
       (``train.diagnostics_importance``)
     - ``plans``: each invocation's plan as recorded ({"command", "space", "keys"}), oldest
@@ -116,6 +119,8 @@ class SweepData:
     routing_top1: dict[str, np.ndarray] = field(default_factory=dict)
     routing_entropy: dict[str, np.ndarray] = field(default_factory=dict)
     routing_spread: dict[str, np.ndarray] = field(default_factory=dict)
+    routing_margin: dict[str, np.ndarray] = field(default_factory=dict)
+    routing_collapsed: dict[str, np.ndarray] = field(default_factory=dict)
     source_importance: dict[str, np.ndarray] = field(default_factory=dict)
     skipped: list[dict[str, str]] = field(default_factory=list)  # grid cells never launched
     plans: list[dict[str, Any]] = field(default_factory=list)

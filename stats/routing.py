@@ -1,5 +1,6 @@
 """Routing health of depth mixing: per-token statistics of a site's mixing weights, and the alarm
-that names a site whose softmax has collapsed onto one source (issue 27, docs/diagnostics.md).
+that names a site whose softmax has collapsed onto one source (issues 27 and 50,
+docs/diagnostics.md).
 
 The token-averaged weights hide collapse: half the tokens reading only source 0 and half only
 source 1 average to a uniform-looking (1/2, 1/2). Every number here is therefore computed per
@@ -15,6 +16,13 @@ For weights w over S sources at one token, with p = |w| / sum |w| (p = w for a s
   exactly the largest logit spread, max_i l_i - min_i l_i (log p_i - log p_j = l_i - l_j); a
   source whose weight underflows float32 (a spread beyond about 87) is left out, so there the
   number is a lower bound. Only a softmax has logits: for free weights it is not reported.
+- ``margin``   = log p_(1) - log p_(2), the top source over the runner-up: for a softmax, the
+  top logit minus the runner-up's. A runner-up whose weight underflowed float32 is read as
+  float32's smallest positive number (2^-149), so there the margin is finite, near its lower
+  bound of about 103 nats. NaN for S = 1 (no runner-up)
+- ``collapsed`` = 1 where top1 > ``threshold`` and margin > ``SATURATED`` on the same token,
+  else 0: averaged, the share of the site's tokens that read one source through a saturated
+  softmax (NaN for S = 1)
 
 Torch for the statistics (they run inside the mixing probe, on the weights as the forward made
 them), imported where they run: the alarm's rule is NumPy on a profile, and the report reads it
@@ -29,17 +37,24 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+# Re-exported: the rule's readers import its cuts with it.
+from stats.saturation import COLLAPSED_SHARE as COLLAPSED_SHARE
+from stats.saturation import SATURATED as SATURATED
+
 if TYPE_CHECKING:
     from torch import Tensor
 
-# The order of the statistics in the (4,) tensor ``token_routing`` returns.
-STATS = ("entropy", "top1", "sources", "spread")
+# The order of the statistics in the (6,) tensor ``token_routing`` returns.
+STATS = ("entropy", "top1", "sources", "spread", "margin", "collapsed")
+# float32's smallest positive number (a subnormal): what an underflowed runner-up is read as.
+FLOAT32_TINY = 2.0**-149
 
 
-def token_routing(weights: Tensor) -> Tensor:
-    """(4,) float64: ``STATS`` of ``weights`` (..., S), each computed per row (every leading
-    index: a token, a token and head, a row of a mixing matrix) and averaged over rows. Weights
-    shared by every token (DenseFormer's) are one row: their per-token value is theirs."""
+def token_routing(weights: Tensor, threshold: float) -> Tensor:
+    """(6,) float64: ``STATS`` of ``weights`` (..., S), each computed per row (every leading
+    index: a token, a token and head, a row of a mixing matrix) and averaged over rows, the
+    ``collapsed`` share at top-1 mass ``threshold`` (train.routing_alarm). Weights shared by
+    every token (DenseFormer's) are one row: their per-token value is theirs."""
     import torch
 
     w = weights.detach().double().reshape(-1, weights.shape[-1])
@@ -52,25 +67,32 @@ def token_routing(weights: Tensor) -> Tensor:
     top = torch.where(live, logp, torch.full_like(logp, -math.inf)).amax(-1)
     bottom = torch.where(live, logp, torch.full_like(logp, math.inf)).amin(-1)
     entropy = h / math.log(n) if n > 1 else torch.full_like(h, math.nan)
-    per_row = torch.stack((entropy, p.amax(-1), h.exp(), top - bottom), dim=-1)
-    return per_row.mean(0)
+    top1 = p.amax(-1)
+    margin = _margin(p)
+    collapsed = ((top1 > threshold) & (margin > SATURATED)).double()
+    if n < 2:  # no runner-up: nothing to collapse away from
+        collapsed = torch.full_like(collapsed, math.nan)
+    stats = (entropy, top1, h.exp(), top - bottom, margin, collapsed)
+    return torch.stack(stats, dim=-1).mean(0)
+
+
+def _margin(p: Tensor) -> Tensor:
+    """(rows,) log p_(1) - log p_(2) of each row of shares ``p`` (rows, S); NaN for S = 1."""
+    import torch
+
+    if p.shape[-1] < 2:
+        return torch.full(p.shape[:-1], math.nan, dtype=p.dtype)
+    first, second = p.topk(2, dim=-1).values.clamp_min(FLOAT32_TINY).log().unbind(-1)
+    return first - second
 
 
 # How an alarm's line begins, so the report can tell it from another reason.
 ALARM_PREFIX = "routing alarm"
 
-# The logit spread (nats) beyond which a site's softmax has saturated: its weakest source holds
-# under e^-10 (4.5e-5) of the top source's weight, and receives as little of its gradient
-# (d loss / d l_i = p_i (g_i - g_mean)), so training cannot turn the site back to it. A site
-# that leans on one source with every logit still within reach (two sources at top-1 mass 0.95
-# are 2.9 nats apart) is a preference the optimizer can revise, and is not counted: at CPU size
-# the paper's static query leans that way at early sites and recovers (docs/diagnostics.md).
-SATURATED = 10.0
-
 
 @dataclass(frozen=True)
 class Collapse:
-    """A site whose token-averaged top-1 mass first exceeded the threshold at ``step``."""
+    """A site first found collapsed at ``step``, with its token-averaged top-1 mass then."""
 
     site: int
     step: int
@@ -81,10 +103,11 @@ class Collapse:
 @dataclass
 class RoutingAlarm:
     """Watches the softmax sites of successive profiles and keeps, per site, the first step it
-    collapsed (``collapsed_sites``: per-token top-1 mass above ``threshold`` and a saturated
-    softmax; a site with one source is never counted: it has nothing else to read). Free weights
-    (DenseFormer, MUDDFormer, a sigmoid gate) have no logits and Hyper-Connection matrices are
-    not watched: they start on one source by design."""
+    collapsed (``collapsed_sites``: on more than ``COLLAPSED_SHARE`` of its tokens, top-1 mass
+    above ``threshold`` and the runner-up more than ``SATURATED`` nats below the top; a site
+    with one source is never counted: it has nothing else to read). Free weights (DenseFormer,
+    MUDDFormer, a sigmoid gate) have no logits and Hyper-Connection matrices are not watched:
+    they start on one source by design."""
 
     threshold: float  # train.routing_alarm
     found: dict[int, Collapse] = field(default_factory=dict)
@@ -95,13 +118,16 @@ class RoutingAlarm:
         spread: np.ndarray | None,
         weights: np.ndarray | None,
         step: int,
+        collapsed: np.ndarray | None = None,
     ) -> None:
-        """``top1`` and ``spread`` per site (spread NaN: not a softmax site) and the
-        token-averaged ``weights`` (site x source, NaN where a site has no such source),
-        measured at ``step``."""
+        """``top1``, ``spread`` and the ``collapsed`` share per site (NaN: not a softmax site;
+        ``collapsed`` None: a profile from before it was measured, judged by the averages, see
+        ``collapsed_sites``) and the token-averaged ``weights`` (site x source, NaN where a
+        site has no such source), measured at ``step``."""
         if top1 is None or spread is None or weights is None:
             return
-        for site in np.flatnonzero(collapsed_sites(top1, spread, weights, self.threshold)):
+        found = collapsed_sites(top1, spread, weights, self.threshold, collapsed)
+        for site in np.flatnonzero(found):
             if int(site) in self.found:
                 continue
             source = int(np.nanargmax(weights[site]))
@@ -133,9 +159,18 @@ class RoutingAlarm:
         more = len(order) - named
         tail = f"; {more} more site{'s' if more > 1 else ''} by step {order[-1].step}"
         return (
-            f"{ALARM_PREFIX} (top-1 mass > {self.threshold:g}, logits > {SATURATED:g} nats "
-            "apart): " + "; ".join(parts) + (tail if more > 0 else "")
+            f"{ALARM_PREFIX} ({rule(self.threshold)}): "
+            + "; ".join(parts)
+            + (tail if more > 0 else "")
         )
+
+
+def rule(threshold: float) -> str:
+    """The alarm's rule in a few words, for its line and the report."""
+    return (
+        f"top-1 mass > {threshold:g} and runner-up > {SATURATED:g} nats down on over "
+        f"{COLLAPSED_SHARE:.0%} of tokens"
+    )
 
 
 def _source_name(source: int) -> str:
@@ -143,13 +178,23 @@ def _source_name(source: int) -> str:
 
 
 def collapsed_sites(
-    top1: np.ndarray, spread: np.ndarray, weights: np.ndarray, threshold: float
+    top1: np.ndarray,
+    spread: np.ndarray,
+    weights: np.ndarray,
+    threshold: float,
+    collapsed: np.ndarray | None = None,
 ) -> np.ndarray:
-    """(sites,) bool: the sites with two or more sources that read one source per token (top-1
-    mass above ``threshold``) through a saturated softmax (logit spread above ``SATURATED``):
-    the rule ``RoutingAlarm`` applies, and the report's figure frames. NaN (no logits, or no
-    such statistic recorded) never counts."""
+    """(sites,) bool: the sites with two or more sources that have collapsed, the rule
+    ``RoutingAlarm`` applies and the report's figure frames. With the ``collapsed`` share per
+    site (measured at ``threshold`` by the probe): more than ``COLLAPSED_SHARE`` of its tokens
+    read one source (top-1 mass above ``threshold``) with the runner-up more than
+    ``SATURATED`` nats below the top. Without it (a profile recorded before issue 50), the
+    rule that profile was judged by: the token-averaged top-1 mass above ``threshold`` and the
+    token-averaged logit spread above ``SATURATED``. NaN (no logits, or no such statistic
+    recorded) never counts."""
     counts = np.sum(~np.isnan(weights), axis=1)
+    if collapsed is not None:
+        return (counts >= 2) & (np.nan_to_num(collapsed, nan=0.0) > COLLAPSED_SHARE)
     leans = np.nan_to_num(top1, nan=0.0) > threshold
     saturated = np.nan_to_num(spread, nan=0.0) > SATURATED
     return (counts >= 2) & leans & saturated

@@ -16,6 +16,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
+from stats.saturation import COLLAPSED_SHARE, SATURATED
 from trainers import catalogue
 from trainers.identity import refusal, unread_fields
 
@@ -70,6 +71,10 @@ VALID_PLACEMENTS: dict[str, tuple[str, ...]] = {w.name: w.placements for w in ca
 LNS_PLACEMENTS = tuple(p.name for p in catalogue.PLACEMENTS if p.input_norm)
 
 MAX_LAYERS = catalogue.MAX_LAYERS
+
+# train.routing_alarm's default: the top-1 mass above which a token reads one source. Named, so
+# that the mixing probe measures at it where no run's setting is at hand (a bare profile).
+ROUTING_ALARM = 0.95
 
 # The one rule for a field a configuration does not read (trainers.identity.READERS says who
 # reads what): a sweep gives it its default (trainers.identity.normalized), and an explicit
@@ -481,11 +486,11 @@ class TrainConfig:
         False,
     )
     routing_alarm: float = _help(
-        "Routing alarm: a depth-softmax site (two or more sources) whose per-token top-1 mass, "
-        "averaged over tokens, exceeds this while its logits span more than 10 nats (a saturated "
-        "softmax) at a dilution profile is named as collapsed in the run's reason, description "
-        "and report; in (0, 1] (1: never).",
-        0.95,
+        "Routing alarm: a depth-softmax site (two or more sources) is named as collapsed in the "
+        "run's reason, description and report when, at a dilution profile, more than "
+        f"{COLLAPSED_SHARE:.0%} of its tokens have a top-1 mass above this and the runner-up "
+        f"more than {SATURATED:g} nats below the top (a saturated softmax); in (0, 1] (1: never).",
+        ROUTING_ALARM,
     )
     precision: Precision = _help(
         "Lightning precision; 'auto' is bf16-mixed on a GPU and 32-true on a CPU.", "auto"

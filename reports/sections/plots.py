@@ -8,7 +8,7 @@ from typing import Any
 from reports import figures
 from reports.document import Figure, Paragraph, Section
 from reports.sweep import SweepData
-from stats.routing import ALARM_PREFIX, SATURATED
+from stats.routing import ALARM_PREFIX, COLLAPSED_SHARE, SATURATED
 
 
 def figure_section(data: SweepData) -> Section | None:
@@ -51,13 +51,19 @@ def figure_section(data: SweepData) -> Section | None:
             )
         )
     heatmaps = figures.depth_weight_heatmaps(
-        done, data.depth_weights, data.routing_top1, data.routing_spread, data.source_importance
+        done,
+        data.depth_weights,
+        data.routing_top1,
+        data.routing_spread,
+        data.source_importance,
+        data.routing_collapsed,
     )
     # A record from before the routing statistics has nothing to frame: its caption stays.
     framed = (
-        " Framed in red: a site that collapsed in at least one seed (per-token top-1 mass "
-        f"above train.routing_alarm through a softmax whose logits span more than {SATURATED:g} "
-        "nats)."
+        " Framed in red: a site that collapsed in at least one seed (on over "
+        f"{COLLAPSED_SHARE:.0%} of its tokens, top-1 mass above train.routing_alarm with the "
+        f"runner-up more than {SATURATED:g} nats below the top; a profile recorded before "
+        "that share was measured, by its token-averaged top-1 mass and logit spread)."
         if data.routing_spread
         else ""
     )

@@ -18,7 +18,7 @@ from reports.document import Paragraph, Section, Table
 from reports.figures import collapsed_in_any_seed, deepest, measured_by_all, seed_mean
 from reports.sections.cells import fmt
 from reports.sweep import SweepData
-from stats.routing import ALARM_PREFIX, SATURATED
+from stats.routing import ALARM_PREFIX, COLLAPSED_SHARE, SATURATED
 from trainers.config import TrainConfig
 
 # The recorded summaries this section reads over training (reports.load.CURVE_METRICS).
@@ -54,11 +54,14 @@ def routing_section(data: SweepData) -> Section | None:
             "over seeds). Per token: the top-1 mass (the largest weight), the normalized entropy "
             "(1 uniform, 0 one source) and the logit spread (largest minus smallest logit, a "
             "softmax only), then averaged over tokens; *max* and *min* are the worst site's. "
-            "The alarm trips where a site has collapsed: its top-1 mass exceeds "
-            f"train.routing_alarm (default {TrainConfig().routing_alarm:g}) while its logits "
-            f"span more than {SATURATED:g} nats, so the other sources get too little weight, "
-            "and gradient, to be read again; a site that only leans on one source is not "
-            "counted. The verdict counts the seeds it tripped in."
+            "The alarm trips where a site has collapsed: on over "
+            f"{COLLAPSED_SHARE:.0%} of its tokens the top-1 mass exceeds train.routing_alarm "
+            f"(default {TrainConfig().routing_alarm:g}) while the runner-up sits more than "
+            f"{SATURATED:g} nats below the top, so the one source that could take over gets "
+            "too little weight, and gradient, to be read again; a site that only leans on "
+            "one source, or has a stale source far down, is not counted. A trial recorded "
+            "before that share was measured is judged by its token-averaged top-1 mass and "
+            "logit spread. The verdict counts the seeds it tripped in."
         ),
         Table(columns, tuple(r for r, _ in rows), caption="Routing over training"),
     ]
@@ -131,7 +134,7 @@ def _verdict(g: pd.DataFrame, data: SweepData) -> str:
     text = f"collapsed in {tripped} of {len(g)} seeds"
     if data.depth_weights and all(r in data.depth_weights for r in g["run_id"]):
         collapsed = collapsed_in_any_seed(
-            g, data.depth_weights, data.routing_top1, data.routing_spread
+            g, data.depth_weights, data.routing_top1, data.routing_spread, data.routing_collapsed
         )
         sites = np.flatnonzero(collapsed)
         if len(sites):

@@ -44,6 +44,25 @@ def test_a_site_is_framed_when_it_collapsed_in_any_seed_at_its_own_threshold() -
     assert not collapsed_in_any_seed(only_seed1, *arrays).any()
 
 
+def test_a_profile_with_the_collapsed_share_is_judged_by_it() -> None:
+    """Seed 0's averages (site 1: top-1 mass 0.98, spread 30) pass the averaged rule, but its
+    profile measured the collapsed share: under half of site 1's tokens collapsed, so no site
+    is framed; seed 1's profile, recorded before the share, is still judged by its averages
+    (at its own threshold 0.99, site 1 does not collapse)."""
+    ids = ("attnres-0-1-32", "attnres-1-1-32")
+    data = sweep(
+        _rows(),
+        depth_weights={i: WEIGHTS for i in ids},
+        routing_top1={i: np.array([1.0, 0.98, 0.4]) for i in ids},
+        routing_spread={i: SPREAD for i in ids},
+        routing_collapsed={"attnres-0-1-32": np.array([np.nan, 0.3, 0.0])},
+    )
+    done = data.view.comparable
+    arrays = data.depth_weights, data.routing_top1, data.routing_spread
+    assert not collapsed_in_any_seed(done, *arrays, data.routing_collapsed).any()
+    assert collapsed_in_any_seed(done, *arrays).tolist() == [False, True, False]
+
+
 def test_the_figures_section_lists_each_finished_trials_alarm() -> None:
     """A finished trial whose reason is a routing alarm is named under the figures, with arm
     and seed; a trial without one is not."""

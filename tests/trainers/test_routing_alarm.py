@@ -59,7 +59,8 @@ def _collapsed_by_step(out: Path) -> dict[int, list[int]]:
             np.array(data[k], dtype=float)
             for k in ("routing_top1", "routing_spread", "depth_weights")
         )
-        sites = collapsed_sites(top1, spread, weights, TrainConfig().routing_alarm)
+        share = np.array(data["routing_collapsed"], dtype=float)
+        sites = collapsed_sites(top1, spread, weights, TrainConfig().routing_alarm, share)
         found[int(f.stem.split("-")[1])] = np.flatnonzero(sites).tolist()
     return found
 
@@ -82,7 +83,8 @@ def test_input_query_trips_the_alarm_and_full_attnres_does_not(
     bad_out, good_out = tmp_path_factory.mktemp("input"), tmp_path_factory.mktemp("static")
     bad = _train(_cfg(cache, residual="attnres", attnres_query="input"), bad_out)
     assert bad.routing_alarm.startswith(
-        "routing alarm (top-1 mass > 0.95, logits > 10 nats apart): site "
+        "routing alarm (top-1 mass > 0.95 and runner-up > 10 nats down on over 50% of tokens): "
+        "site "
     )
     assert "collapsed onto" in bad.routing_alarm
     tripped = [step for step, sites in _collapsed_by_step(bad_out).items() if sites]

@@ -31,11 +31,15 @@ across wirings:
   site has no such source. For AttnRes only: ``depth_entropy`` = H(a) / log(#sources) per site
   (1 = uniform, NaN for a single source) and ``embedding_weight`` = the weight on source 0
 - ``stream_read`` / ``stream_mix``: Hyper-Connections' A_m / A_r, mHC's H_pre / H_res
-- ``routing_entropy``, ``routing_top1``, ``routing_sources``, ``routing_spread`` per site: the
-  mixing weights' normalized entropy, top-1 mass, effective number of sources and largest logit
-  spread, each computed per token and then averaged (``stats.routing``), over the depth
-  weights' sites, or over the rows of HC's / mHC's stream-mixing matrix for those wirings; the
-  spread only where the weights are a softmax (NaN elsewhere)
+- ``routing_entropy``, ``routing_top1``, ``routing_sources``, ``routing_spread``,
+  ``routing_margin``, ``routing_collapsed`` per site: the mixing weights' normalized entropy,
+  top-1 mass, effective number of sources, largest logit spread, runner-up margin (top logit
+  minus the runner-up's) and collapsed share (the tokens whose top-1 mass exceeds
+  ``collapse_threshold``, train.routing_alarm, while the runner-up is more than
+  ``stats.routing.SATURATED`` nats down), each computed per token and then averaged
+  (``stats.routing``), over the depth weights' sites, or over the rows of HC's / mHC's
+  stream-mixing matrix for those wirings; the spread, margin and collapsed share only where
+  the weights are a softmax (NaN elsewhere)
 - ``wiring_grad_share`` = ||d loss / d theta_wiring|| / ||d loss / d theta|| over the wiring's
   own parameters (``optim_groups.wiring_parameters``) against all of them   (targets only)
 - ``removal_delta[l]`` = loss with block l's outputs set to zero - loss   (optional, targets only)
@@ -63,6 +67,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from record.schema import Metric
+from trainers.config import ROUTING_ALARM
 from trainers.model.optim_groups import wiring_parameters
 from trainers.model.transformer import Block, DeepTransformer
 from trainers.residual import probe
@@ -99,6 +104,9 @@ class DilutionProfile:
     routing_top1: Array | None = None
     routing_sources: Array | None = None
     routing_spread: Array | None = None
+    routing_margin: Array | None = None
+    routing_collapsed: Array | None = None
+    collapse_threshold: float | None = None  # the top-1 mass routing_collapsed was counted at
     wiring_grad_share: float | None = None
     finite: bool = True  # False: a weight or an activation (logits included) was NaN or infinite
     extra: dict[str, Any] = field(default_factory=dict)
@@ -124,8 +132,9 @@ class DilutionProfile:
         - ``dilution/routing_entropy`` = mean over sites of the per-token normalized entropy
           (``dilution/depth_entropy`` is the entropy of the token-averaged weights, which hides
           a site that reads one source per token); ``dilution/routing_entropy_min``,
-          ``dilution/routing_top1_max`` and ``dilution/routing_spread_max`` = the worst site's.
-          Sites with one source are left out (their top-1 mass is 1 by construction)
+          ``dilution/routing_top1_max``, ``dilution/routing_spread_max``,
+          ``dilution/routing_margin_max`` and ``dilution/routing_collapsed_max`` = the worst
+          site's. Sites with one source are left out (their top-1 mass is 1 by construction)
         - ``dilution/wiring_grad_share`` = the wiring's share of the gradient norm (targets
           only, wirings with parameters of their own)
 
@@ -170,8 +179,14 @@ class DilutionProfile:
             Metric.ROUTING_ENTROPY_MIN: float(np.min(self.routing_entropy[many])),
             Metric.ROUTING_TOP1_MAX: float(np.max(self.routing_top1[many])),
         }
-        if self.routing_spread is not None and not np.isnan(self.routing_spread[many]).all():
-            out[Metric.ROUTING_SPREAD_MAX] = float(np.nanmax(self.routing_spread[many]))
+        softmax = (
+            (Metric.ROUTING_SPREAD_MAX, self.routing_spread),
+            (Metric.ROUTING_MARGIN_MAX, self.routing_margin),
+            (Metric.ROUTING_COLLAPSED_MAX, self.routing_collapsed),
+        )
+        for name, values in softmax:  # NaN at every site: free weights, no logits
+            if values is not None and not np.isnan(values[many]).all():
+                out[name] = float(np.nanmax(values[many]))
         return out
 
     def to_dict(self) -> dict[str, Any]:
@@ -293,9 +308,11 @@ def dilution_profile(
     targets: Tensor | None = None,
     removal: bool = False,
     importance: bool = False,
+    alarm: float = ROUTING_ALARM,
 ) -> DilutionProfile:
     """Measure ``model`` on the batch ``idx`` (and ``targets`` for gradients, block removal and
-    source importance)."""
+    source importance); ``alarm``: the top-1 mass the collapsed share counts at
+    (train.routing_alarm)."""
     if any(p.dtype != torch.float32 for p in model.parameters()):
         raise ValueError("dilution_profile measures a float32 model; pass model.float() (a copy)")
     # Hooks and the mixing probe need the eager forward: a compiled model (train.compile)
@@ -303,7 +320,7 @@ def dilution_profile(
     with _measuring(model), torch.compiler.set_stance("force_eager"):
         cap = _Capture()
         with torch.enable_grad() if targets is not None else torch.no_grad():
-            with _hooks(model, cap), mixing_probe() as mixing:
+            with _hooks(model, cap), mixing_probe(alarm) as mixing:
                 logits = model(idx)
             profile = _forward_metrics(model, idx, cap, mixing)
             if targets is not None:
@@ -399,16 +416,21 @@ def _stream_metrics(profile: DilutionProfile, mixing: Mixing) -> None:
 
 def _routing_metrics(profile: DilutionProfile, mixing: Mixing) -> None:
     """Per-token routing statistics of the depth weights' sites or, for HC and mHC, of the
-    stream-mixing matrix's; the logit spread only for a softmax (kind "depth")."""
+    stream-mixing matrix's; the logit spread, runner-up margin and collapsed share only for a
+    softmax (kind "depth"): free weights have no logits."""
     kind = next((k for k in ("depth", "dwa", "stream_mix") if mixing.routing.get(k)), None)
     if kind is None:
         return
     found = mixing.routing[kind]
     stats = np.stack([found[s].numpy() for s in sorted(found)])  # (sites, len(STATS))
-    entropy, top1, sources, spread = stats.T
+    entropy, top1, sources, spread, margin, collapsed = stats.T
     profile.routing_entropy, profile.routing_top1 = entropy, top1
     profile.routing_sources = sources
-    profile.routing_spread = spread if kind == "depth" else np.full_like(spread, np.nan)
+    logits = kind == "depth"
+    profile.routing_spread = spread if logits else np.full_like(spread, np.nan)
+    profile.routing_margin = margin if logits else np.full_like(margin, np.nan)
+    profile.routing_collapsed = collapsed if logits else np.full_like(collapsed, np.nan)
+    profile.collapse_threshold = mixing.threshold
 
 
 def _gradient_metrics(

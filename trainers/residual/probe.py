@@ -17,15 +17,17 @@ import torch
 from torch import Tensor
 
 from stats.routing import token_routing
+from trainers.config import ROUTING_ALARM
 
 
 class Mixing(dict[str, dict[int, Tensor]]):
     """kind -> site index -> weights averaged over batch and tokens (detached, float32, CPU);
-    ``routing``: kind -> site index -> ``stats.routing.STATS`` per token, then
-    averaged."""
+    ``routing``: kind -> site index -> ``stats.routing.STATS`` per token, then averaged, the
+    collapsed share at top-1 mass ``threshold`` (train.routing_alarm)."""
 
-    def __init__(self) -> None:
+    def __init__(self, threshold: float) -> None:
         super().__init__()
+        self.threshold = threshold
         self.routing: dict[str, dict[int, Tensor]] = {}
 
 
@@ -43,16 +45,17 @@ def report(kind: str, site: int, weights: Callable[[], Tensor], token_dims: int 
     if probe is None:
         return
     w = weights().detach().float()
-    probe.routing.setdefault(kind, {})[site] = token_routing(w).cpu()
+    probe.routing.setdefault(kind, {})[site] = token_routing(w, probe.threshold).cpu()
     if token_dims and w.dim() > token_dims:
         w = w.mean(dim=tuple(range(token_dims)))
     probe.setdefault(kind, {})[site] = w.cpu()
 
 
 @contextmanager
-def mixing_probe() -> Iterator[Mixing]:
-    """Collect every ``report`` made inside the block."""
-    found = Mixing()
+def mixing_probe(threshold: float = ROUTING_ALARM) -> Iterator[Mixing]:
+    """Collect every ``report`` made inside the block; ``threshold``: the top-1 mass above
+    which a token may count as collapsed (train.routing_alarm; its default by default)."""
+    found = Mixing(threshold)
     token = _PROBE.set(found)
     try:
         yield found

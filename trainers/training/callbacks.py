@@ -14,6 +14,7 @@ import torch
 from torch import Tensor, nn
 
 from stats.routing import RoutingAlarm
+from trainers.config import ROUTING_ALARM
 from trainers.measure.diagnostics import DilutionProfile, dilution_profile
 from trainers.measure.dilution_plot import save_profile
 from trainers.model.transformer import DeepTransformer
@@ -63,12 +64,18 @@ class DilutionCallback(L.Callback):
         device = next(model.parameters()).device
         idx, targets = (t.to(device) for t in self.batch)
         importance = self.importance and final
-        self.last = dilution_profile(model, idx, targets, self.removal, importance)
+        threshold = self.alarm.threshold if self.alarm is not None else ROUTING_ALARM
+        last = dilution_profile(model, idx, targets, self.removal, importance, threshold)
+        self.last = last
         if self.alarm is not None:
-            # the spread is NaN but for a softmax: free weights are not watched
-            last = self.last
+            # the spread and the collapsed share are NaN but for a softmax: free weights are
+            # not watched
             self.alarm.observe(
-                last.routing_top1, last.routing_spread, last.depth_weights, trainer.global_step
+                last.routing_top1,
+                last.routing_spread,
+                last.depth_weights,
+                trainer.global_step,
+                last.routing_collapsed,
             )
         # A model gone non-finite gives NaN summaries: the JSON keeps them (as null), the metric
         # record stays finite.
