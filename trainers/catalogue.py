@@ -188,6 +188,10 @@ class Wiring(Entry):
     # gradient reads it). None: nothing. trainers.measure.memory_plan reads it; its depth state
     # (AttnRes's sources, the streams) is that module's own.
     site_keeps: Formula | None = None
+    # Elements per token of the float32 stream that a site's own matrix products read: autocast
+    # keeps a half-precision copy of each for the backward (under a single precision the product
+    # keeps the stream itself, which the plan counts already). None: no such product.
+    site_casts: Formula | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -655,6 +659,7 @@ WIRINGS: tuple[Wiring, ...] = (
         params=lambda cfg: cfg.n_sublayers * 2 * cfg.d_model * cfg.laurel_rank,
         params_text="4L·r·d",
         site_keeps=lambda cfg: cfg.laurel_rank,  # x·A, the rank-r projection
+        site_casts=_d_model_int,  # x·A reads the raw stream, not a normed copy
         arms=(_arm("laurel_lr", residual="laurel_lr"),),
     ),
     Wiring(

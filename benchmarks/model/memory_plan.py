@@ -190,10 +190,10 @@ def device_settings(quick: bool) -> dict[str, Any]:
             "micro_batches": [1, 2],
             "rounds": 2,
         }
-    # The issue's width and depth at a trial's context, sized by the memory plan to about half of
-    # an H200's 139 GiB per (depth, micro-batch) group; counted on the model, mHC's step at
-    # micro-batch 8 takes the deepest group past that half (tests/test_gpu_check.py, and
-    # docs/benchmarks.md for the figures).
+    # The issue's width and depth at a trial's context. What a group holds at once is one timing
+    # set's models (``timing_sets``) and one step: at most standard's and mHC's four models with
+    # mHC's step at 32 blocks and micro-batch 8, under half of an H200's 139 GiB counted on the
+    # model (tests/test_gpu_check.py; docs/benchmarks.md for the figures).
     return {
         "dims": {"d_model": 1024, "n_heads": 8, "seq_len": 1024, "vocab_size": 256},
         "depths": [32, 8],  # the shallower depth if the budget allows
@@ -274,27 +274,39 @@ def device_peak_bytes(
     return run, float(torch.cuda.max_memory_allocated(device) - before)
 
 
-def device_group(
-    depth: int, micro: int, s: dict[str, Any], device: str, deadline: Deadline | None
-) -> dict[str, dict[str, Any]]:
-    """Every wiring with and without checkpointing at one depth and micro-batch: each cell's
-    peak measured as it is built, then every step timed in the same interleaved rounds. Block
-    AttnRes on the existing path (``benchmarks.common.existing_path`` says why)."""
+def timing_sets() -> list[tuple[str, ...]]:
+    """The wirings built and timed together within a (depth, micro-batch) group: standard (the
+    unit of 'vs standard') beside each other wiring in turn, so that at most two wirings' models
+    (with and without checkpointing) are held at once (the deepest group then fits half an H200:
+    tests/test_gpu_check.py)."""
+    unit, *others = DEVICE_ARMS
+    return [(unit, arm) for arm in others] or [(unit,)]
+
+
+def _build_cells(
+    arm: str, depth: int, micro: int, s: dict[str, Any], device: str
+) -> tuple[dict[str, dict[str, Any]], dict[str, Callable[[], object]]]:
+    """One wiring's cells with and without checkpointing, each peak measured as it is built,
+    and their steps."""
     cells: dict[str, dict[str, Any]] = {}
     steps: dict[str, Callable[[], object]] = {}
-    for arm in DEVICE_ARMS:
-        for how in CHECKPOINTING:
-            cfg = device_config(arm, depth, micro, s, how)
-            key = f"{arm}|{depth}|{micro}|{how}"
-            run, measured = device_peak_bytes(cfg, device, fused=False)
-            steps[key] = run.step
-            plan = memory_plan(cfg, gpu=True).total
-            flops = float(flops_per_token(cfg.model).total * s["batch"] * cfg.model.seq_len)
-            cells[key] = {"estimate": plan, "measured": measured, "flops_per_step": flops}
-            cells[key]["error"] = (plan - measured) / measured
-    times = interleaved(steps, 0, s["rounds"], deadline)  # each step has run twice already
-    del steps
-    free(device)
+    for how in CHECKPOINTING:
+        cfg = device_config(arm, depth, micro, s, how)
+        key = f"{arm}|{depth}|{micro}|{how}"
+        run, measured = device_peak_bytes(cfg, device, fused=False)
+        steps[key] = run.step
+        plan = memory_plan(cfg, gpu=True).total
+        flops = float(flops_per_token(cfg.model).total * s["batch"] * cfg.model.seq_len)
+        cells[key] = {"estimate": plan, "measured": measured, "flops_per_step": flops}
+        cells[key]["error"] = (plan - measured) / measured
+    return cells, steps
+
+
+def _timed(
+    cells: dict[str, dict[str, Any]], times: dict[str, list[float]], depth: int, micro: int
+) -> None:
+    """Each cell's rounds, median step and ratios, from rounds in which standard's steps and
+    its own ran alike."""
     for key, cell in cells.items():
         kept = key.rsplit("|", 1)[1]
         cell["rounds"] = len(times[key])
@@ -302,7 +314,45 @@ def device_group(
         cell["vs_standard"] = ratio(times[key], times[f"standard|{depth}|{micro}|{kept}"])
         none = times[key.replace("|sublayer", "|none")]
         cell["vs_none"] = None if kept == "none" else ratio(times[key], none)
-    return cells
+
+
+def device_group(
+    depth: int, micro: int, s: dict[str, Any], device: str, deadline: Deadline | None
+) -> dict[str, dict[str, Any]]:
+    """Every wiring with and without checkpointing at one depth and micro-batch. Standard's
+    steps stay built through the group; each other wiring's (``timing_sets``) is built beside
+    them, each cell's peak measured as it is built, timed with standard's in the same
+    interleaved rounds (each set an equal part of the time left), then freed. Standard's row
+    pools its rounds over the sets. Block AttnRes on the existing path
+    (``benchmarks.common.existing_path`` says why)."""
+    sets = timing_sets()
+    unit, unit_steps = _build_cells(sets[0][0], depth, micro, s, device)
+    unit_times: dict[str, list[float]] = {key: [] for key in unit_steps}
+    cells: dict[str, dict[str, Any]] = {}
+    for i, (_, *others) in enumerate(sets):
+        built: dict[str, dict[str, Any]] = {}
+        steps = dict(unit_steps)
+        for arm in others:
+            arm_cells, arm_steps = _build_cells(arm, depth, micro, s, device)
+            built, steps = built | arm_cells, steps | arm_steps
+            del arm_steps  # the set's models are held by ``steps`` alone, freed below
+        part = None if deadline is None else Deadline.after(deadline.left() / (len(sets) - i))
+        times = interleaved(steps, 0, s["rounds"], part)  # each step has run twice already
+        del steps
+        free(device)
+        _timed(built, times, depth, micro)
+        cells |= built
+        for key in unit_times:
+            unit_times[key] += times[key]
+    del unit_steps
+    free(device)
+    _timed(unit, unit_times, depth, micro)
+    return unit | cells
+
+
+def _round_steps() -> int:
+    """Steps one round of a group times: every set's closures, standard's in each."""
+    return sum(len(arms) for arms in timing_sets()) * len(CHECKPOINTING)
 
 
 def device_table(s: dict[str, Any], device: str, deadline: Deadline | None) -> dict[str, Any]:
@@ -317,16 +367,17 @@ def device_table(s: dict[str, Any], device: str, deadline: Deadline | None) -> d
     skipped: list[str] = []
     last: tuple[int, float] | None = None  # (n_layers, seconds per step of one closure)
     closures = len(DEVICE_ARMS) * len(CHECKPOINTING)
+    builds = 3 * closures  # each built (build, warm-up, peak): as long as a step, roughly
     for i, (depth, micro) in enumerate(groups):
         if deadline is not None and last is not None:
-            needed = last[1] * depth / last[0] * closures * 4  # build, warm-up, peak, one round
+            needed = last[1] * depth / last[0] * (builds + _round_steps())  # and one round
             if deadline.left() < needed:
                 skipped.append(f"n_layers={depth}, micro-batch {micro}")
                 continue
         part = None if deadline is None else Deadline.after(deadline.left() / (len(groups) - i))
         start = time.monotonic()
         group = device_group(depth, micro, s, device, part)
-        done = closures * (3 + min(c["rounds"] for c in group.values()))
+        done = builds + _round_steps() * min(c["rounds"] for c in group.values())
         last = (depth, (time.monotonic() - start) / done)
         cells |= group
     tokens = s["batch"] * s["dims"]["seq_len"]

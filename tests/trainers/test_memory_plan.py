@@ -120,17 +120,29 @@ def _saved_per_token(cfg: ModelConfig, checkpointing: str) -> float:
     return (sum(saved.values()) / 4 - fixed_elements(cfg)) / idx.numel()
 
 
-# The plain residual, a depth state of streams and one of stacked outputs, and every wiring whose
-# sites keep something (its catalogue entry's site_keeps).
-SAVED = ("standard", "hyper", "denseformer", *(w.name for w in catalogue.WIRINGS if w.site_keeps))
+# The plain residual, the depth states of streams (Hyper-Connections static and dynamic, mHC,
+# mHC-lite) and of stacked outputs, and every wiring whose sites keep something (its catalogue
+# entry's site_keeps), as (residual, model overrides).
+SAVED = (
+    *((r, {}) for r in ("standard", "hyper", "mhc", "mhc_lite", "denseformer")),
+    ("hyper", {"hc_dynamic": True}),
+    *((w.name, {}) for w in catalogue.WIRINGS if w.site_keeps),
+)
+SAVED_IDS = [r + "".join(f"-{k}" for k in o) for r, o in SAVED]
 
 
-@pytest.mark.parametrize("residual", SAVED)
+def _saved_model(residual: str, overrides: dict[str, object], **dims: int) -> ModelConfig:
+    return dataclasses.replace(_run(residual, 3).model, **overrides, **dims)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("residual", "overrides"), SAVED, ids=SAVED_IDS)
 @pytest.mark.parametrize("checkpointing", ("none", "sublayer"))
-def test_the_activation_terms_are_what_the_forward_saves(residual: str, checkpointing: str) -> None:
+def test_the_activation_terms_are_what_the_forward_saves(
+    residual: str, overrides: dict[str, object], checkpointing: str
+) -> None:
     """Per token, the plan's branches and depth state are exactly the tensors the forward saves
     (less the backward's own: the stream's gradients and, checkpointed, the recomputed branch)."""
-    cfg = _run(residual, 3).model
+    cfg = _saved_model(residual, overrides)
     planned = activation_tokens(cfg, checkpointing) + depth_state(cfg)  # type: ignore[arg-type]
     backward = 2 * cfg.d_model  # the working gradients
     if checkpointing == "sublayer":
@@ -167,34 +179,16 @@ def _bf16_saved_bytes_per_token(cfg: ModelConfig) -> float:
     return (saved(2) - saved(1)) / cfg.seq_len
 
 
-# Where the plan's bfloat16 split falls short of what autocast saves (the test below finds them;
-# mHC, for one, keeps a copy of its streams for its maps' RMS and product besides the one its
-# read-and-mix product keeps, which is the one the plan counts). The plan's to mend.
-BF16_SHORT = ("hyper", "mhc", "mhc_lite", "laurel_lr")
-
-
-@pytest.mark.parametrize(
-    "residual",
-    [
-        pytest.param(
-            r,
-            marks=pytest.mark.xfail(
-                r in BF16_SHORT,
-                strict=True,
-                raises=AssertionError,
-                reason="the plan counts fewer bfloat16 copies than autocast makes",
-            ),
-        )
-        for r in (*SAVED, "mhc", "mhc_lite")
-    ],
-)
-def test_under_bf16_the_plan_is_never_below_what_the_forward_saves(residual: str) -> None:
+@pytest.mark.parametrize(("residual", "overrides"), SAVED, ids=SAVED_IDS)
+def test_under_bf16_the_plan_is_never_below_what_the_forward_saves(
+    residual: str, overrides: dict[str, object]
+) -> None:
     """What a GPU trial plans with: bf16-mixed, whose float32/bfloat16 split the float32 test
     above cannot see. Per token, at a width where the rows outweigh the per-token constants
     (d_model 128), the plan's branches and depth state in bytes (less the backward's working
     gradients, two float32 rows) are at least what a forward under bfloat16 autocast saves:
     an estimate below it would pick a micro-batch that does not fit."""
-    cfg = dataclasses.replace(_run(residual, 3).model, d_model=128)
+    cfg = _saved_model(residual, overrides, d_model=128)
     planned = (activation_tokens(cfg, "none") + depth_state(cfg)).bytes(
         PRECISION_BYTES["bf16-mixed"]
     )

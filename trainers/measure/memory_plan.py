@@ -10,7 +10,11 @@ code and held to ``torch.autograd.graph.saved_tensors_hooks`` and a profiled pea
   loss: float32 under mixed precision (the embedding is float32, and adding a bfloat16 output to
   it stays float32);
 * **narrow**: what a matrix product reads and writes (the normed inputs, queries, keys, values,
-  the MLP's hidden layer, a wiring's stored sources): bfloat16 under mixed precision.
+  the MLP's hidden layer, a wiring's stored sources): bfloat16 under mixed precision;
+* **cast**: the half-precision copy autocast makes of a float32 activation for each product that
+  reads it (autocast caches the casts of weights only, so two products reading one tensor save two
+  copies). Nothing under a single precision: there the product saves the activation itself, which
+  another term already counts.
 
 Every term is per device: sharding over the workers divides the parameters, their gradients and
 the optimizer's state, and a micro-batch's activations do not depend on the worker count.
@@ -38,14 +42,15 @@ class Bytes:
     wide: int  # the stream and what the norms and the softmaxes keep
     narrow: int  # the matrix products' inputs and outputs
     weight_copy: int  # the half-precision copy autocast makes of each weight (0: none)
+    cast: int  # the half-precision copy autocast makes of a float32 activation (0: none)
 
 
 PRECISION_BYTES: dict[str, Bytes] = {
-    "32-true": Bytes(param=4, wide=4, narrow=4, weight_copy=0),
-    "64-true": Bytes(param=8, wide=8, narrow=8, weight_copy=0),
-    "bf16-mixed": Bytes(param=4, wide=4, narrow=2, weight_copy=2),
-    "16-mixed": Bytes(param=4, wide=4, narrow=2, weight_copy=2),
-    "bf16-true": Bytes(param=2, wide=2, narrow=2, weight_copy=0),
+    "32-true": Bytes(param=4, wide=4, narrow=4, weight_copy=0, cast=0),
+    "64-true": Bytes(param=8, wide=8, narrow=8, weight_copy=0, cast=0),
+    "bf16-mixed": Bytes(param=4, wide=4, narrow=2, weight_copy=2, cast=2),
+    "16-mixed": Bytes(param=4, wide=4, narrow=2, weight_copy=2, cast=2),
+    "bf16-true": Bytes(param=2, wide=2, narrow=2, weight_copy=0, cast=0),
 }
 # The loss is taken in at least float32 (trainers.model.loss): half-precision logits are raised
 # to it, float64 logits keep their precision.
@@ -58,15 +63,20 @@ class Tokens:
 
     wide: float = 0.0
     narrow: float = 0.0
+    cast: float = 0.0  # autocast's copies: counted under mixed precision only
 
     def __add__(self, other: Tokens) -> Tokens:
-        return Tokens(wide=self.wide + other.wide, narrow=self.narrow + other.narrow)
+        return Tokens(
+            wide=self.wide + other.wide,
+            narrow=self.narrow + other.narrow,
+            cast=self.cast + other.cast,
+        )
 
     def times(self, k: float) -> Tokens:
-        return Tokens(wide=self.wide * k, narrow=self.narrow * k)
+        return Tokens(wide=self.wide * k, narrow=self.narrow * k, cast=self.cast * k)
 
     def bytes(self, b: Bytes) -> float:
-        return self.wide * b.wide + self.narrow * b.narrow
+        return self.wide * b.wide + self.narrow * b.narrow + self.cast * b.cast
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -271,9 +281,12 @@ def _post_norm(m: ModelConfig) -> Tokens:
 def _site_extras(m: ModelConfig) -> Tokens:
     """What a wiring's sites keep per sublayer beyond the plain residual's add, which keeps
     nothing: its catalogue entry's ``site_keeps`` (a scaled branch output keeps the output, as
-    ReZero and LAuReL-RW do; LAuReL-LR its rank-r projection)."""
-    keeps = catalogue.wiring(m.residual).site_keeps
-    return Tokens(narrow=m.n_sublayers * keeps(m)) if keeps else Tokens()
+    ReZero and LAuReL-RW do; LAuReL-LR its rank-r projection) and ``site_casts`` (autocast's
+    copies of what a site's own products read of the stream: LAuReL-LR's x A)."""
+    entry = catalogue.wiring(m.residual)
+    keeps = entry.site_keeps(m) if entry.site_keeps else 0
+    casts = entry.site_casts(m) if entry.site_casts else 0
+    return Tokens(narrow=keeps, cast=casts).times(m.n_sublayers)
 
 
 def depth_state(
@@ -401,26 +414,69 @@ def _merge_weights(m: ModelConfig) -> int:
 
 
 def _streams(m: ModelConfig) -> Tokens:
-    """Per sublayer: the n streams the read-and-mix product keeps and the branch output the
-    write keeps (the first site's streams are the embedding, expanded: one copy); mHC also its
-    maps: the Sinkhorn iterations' n x n matrices (two per half-step) and the projections'
-    logits; mHC-lite its n! permutation weights."""
-    n, d, s = m.hc_streams, m.d_model, m.n_sublayers
-    first = Tokens(narrow=-(n - 1) * d)
-    per = Tokens(narrow=(n + 1) * d)
-    if m.residual == "hyper" and m.hc_dynamic:
-        per += Tokens(wide=2 * n * d + 3 * n + n * n)
+    """Per sublayer: the n streams the read-and-mix product keeps (under autocast its copy of
+    them) and the branch output the write keeps, and what the site's maps keep. The first site's
+    streams are the embedding, expanded: the product keeps that one row, but autocast's cast of an
+    expanded tensor is a full (B, T, n, d) copy."""
+    n, d = m.hc_streams, m.d_model
+    per = Tokens(narrow=(n + 1) * d) + _site_maps(m)
+    first = Tokens(narrow=-(n - 1) * d, cast=(n - 1) * d)
+    if m.residual in ("mhc", "mhc_lite"):
+        # Flattening the expanded embedding copies it: under float32 the maps' product and RMS
+        # keep that copy; under autocast they keep their casts of it (counted per site) instead.
+        first += Tokens(narrow=n * d, cast=-n * d)
+    return per.times(m.n_sublayers) + first
+
+
+def _site_maps(m: ModelConfig) -> Tokens:
+    """What one site's maps keep per token (trainers/residual/hyper.py, mhc.py, mhc_lite.py)."""
+    n = m.hc_streams
+    if m.residual == "hyper" and not m.hc_dynamic:
+        # the shared read row and mixing matrix (``fixed_elements``), expanded to one per token
+        # for the batched product: autocast's cast of the expansion is a copy per token
+        return Tokens(cast=(n + 1) * n)
+    if m.residual == "hyper":
+        return _hyper_maps(m)
+    res = n * n if m.residual == "mhc" else _factorial(n)
+    maps = _mhc_maps(m, res)
     if m.residual == "mhc":
-        per += Tokens(wide=n * n * (4 * m.mhc_sinkhorn_iters + 1) + _maps(n, n * n))
-    if m.residual == "mhc_lite":
-        per += Tokens(wide=_maps(n, _factorial(n)) + 2 * _factorial(n))
-    return per.times(s) + first
+        return maps + _sinkhorn(m)
+    # the permutation weights' softmax output, in float32 as its logits are (its product with
+    # the constant permutations keeps no copy: they need no gradient)
+    return maps + Tokens(wide=res)
 
 
-def _maps(n: int, res_logits: int) -> int:
-    """mHC's map logits per token: the projection's output and its scaled copy (2n + the mixing
-    logits each), the two sigmoids' outputs, the read row with the mixing matrix."""
-    return 2 * (2 * n + res_logits) + 2 * n + (n + 1) * n + 4
+def _hyper_maps(m: ModelConfig) -> Tokens:
+    """Dynamic Hyper-Connections' maps. The norm over the n streams keeps its statistics and
+    one more float32 row of n d: under float32 its output, which the three products read;
+    under autocast its input, of which the read-and-mix product keeps only a copy. Under
+    autocast the three products (A_m's, A_r's and B's) each keep a copy of the normed streams.
+    Each product's tanh output (2n + n^2) is kept by its scaling, B (n, float32: the static part
+    is) by the write, and the read row with the mixing matrix ((n + 1) n) by the read-and-mix
+    product."""
+    n, d = m.hc_streams, m.d_model
+    norm = Tokens(wide=n * d) + _norm(m, d).times(n)
+    products = Tokens(cast=3 * n * d)
+    return norm + products + Tokens(narrow=2 * n + n * n + (n + 1) * n, wide=n)
+
+
+def _mhc_maps(m: ModelConfig, res_logits: int) -> Tokens:
+    """mHC's and mHC-lite's maps from the flattened streams (n d): under autocast a copy of them
+    for the maps' product and one for each operand of the RMS's dot product (a product too); the
+    product's logits (2n + the mixing logits), their scaled copy and 1/rms, narrow as the
+    product's output is; the two sigmoids' outputs and H_post (3n, float32: their biases are);
+    the read row with the mixing matrix ((n + 1) n), kept by the read-and-mix product."""
+    n, d = m.hc_streams, m.d_model
+    logits = 2 * (2 * n + res_logits) + 1
+    return Tokens(cast=3 * n * d, narrow=logits + (n + 1) * n, wide=3 * n)
+
+
+def _sinkhorn(m: ModelConfig) -> Tokens:
+    """Sinkhorn's saved n x n matrices (``mhc._Sinkhorn``): exp(logits) and each half-step's
+    normalized matrix, float32 (a division by the sums promotes), and each half-step's sums, a
+    product's output."""
+    n2, steps = m.hc_streams**2, 2 * m.mhc_sinkhorn_iters
+    return Tokens(wide=n2 * (steps + 1), narrow=n2 * steps)
 
 
 def _factorial(n: int) -> int:
