@@ -126,9 +126,33 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     stop([p for p in pids_naming(SESSION_MARK) if not _resource_tracker(p)])
 
 
+# The longest modules (real Ray sweeps and servers), longest first. pytest-xdist hands each
+# worker whole modules in collection order as it frees up, so a long module collected last runs
+# alone at the end while the other worker idles; handed out first, the short ones fill in
+# around them.
+LONGEST_FIRST = tuple(
+    TESTS / name
+    for name in (
+        "nas/test_tracking_faults.py",
+        "nas/test_sweep.py",
+        "nas/test_data_parallel.py",
+        "nas/test_fsdp.py",
+        "nas/test_cluster.py",
+        "reports/test_report.py",
+        "nas/test_gpu_scheduling.py",
+        "nas/test_postgres.py",
+        "trainers/test_attnres_fused.py",
+        "nas/test_ui.py",
+    )
+)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark every test of ``SLOW_MODULES``, every test using a ``SLOW_FIXTURES`` fixture, and
-    the ``SLOW_TESTS``, slow."""
+    the ``SLOW_TESTS``, slow; then put the ``LONGEST_FIRST`` modules first, each module's tests
+    together and in their own order (a stable sort)."""
+    rank = {path: i for i, path in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path, len(rank)))
     for item in items:
         fixtures = set(getattr(item, "fixturenames", ()))
         where = item.path.relative_to(TESTS) if item.path.is_relative_to(TESTS) else item.path
