@@ -10,7 +10,9 @@ past what the harness records).
 
 from __future__ import annotations
 
+import tempfile
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from record.client import open_store
@@ -64,6 +66,17 @@ def upgraded(run: Any) -> UpgradedRun:
     return UpgradedRun(
         run.info, UpgradedData(dict(found.params), dict(found.tags), dict(found.metrics))
     )
+
+
+def artifact_text(client: Any, run_id: str, path: str) -> str | None:
+    """A text file run ``run_id`` keeps as an artifact (its copy goes to a temporary folder);
+    None where it has none."""
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            found = client.download_artifacts(run_id, path, tmp)
+        except Exception:  # MLflow raises its own or OSError for a missing artifact
+            return None
+        return Path(found).read_text()
 
 
 def runs_by_role(client: Any, experiment_id: str, role: str) -> list[Any]:

@@ -223,15 +223,9 @@ def tag_sweep(record: SweepRecord, tags: Mapping[str, str]) -> None:
 
 def sweep_text(record: SweepRecord, name: str) -> str | None:
     """A text file on the parent run (``log_sweep_text``'s), or None where it has none."""
-    import tempfile
+    from record.read import artifact_text
 
-    client = _client(record.uri)
-    with tempfile.TemporaryDirectory() as tmp:
-        try:
-            path = client.raw.download_artifacts(record.parent_run_id, name, tmp)
-        except Exception:  # MLflow raises its own or OSError for a missing artifact
-            return None
-        return Path(path).read_text()
+    return artifact_text(_client(record.uri).raw, record.parent_run_id, name)
 
 
 def log_plan(record: SweepRecord, plan: Mapping[str, Any], again: bool = False) -> None:

@@ -11,16 +11,14 @@ trials); ``progress`` and ``render`` are pure functions of what it read.
 from __future__ import annotations
 
 import json
-import tempfile
 import time
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from nas.sweep.summary import NOT_STARTED, UNSETTLED
-from record.read import live_sweep, upgraded
+from record.read import artifact_text, live_sweep, upgraded
 from record.schema import LR_STAGE_FILE, PLANS_FOLDER, SEEDS_FILE, SETTLED, Status, Tag
 from trainers.measure.time_plan import duration
 
@@ -282,13 +280,11 @@ def _stage(state: Mapping[str, Any] | None, file: str, keys: frozenset[str]) -> 
 
 
 def _json(client: Any, run_id: str, path: str) -> dict[str, Any] | None:
-    """A JSON object the run keeps as an artifact (its copy goes to a temporary folder); None
-    where it has none; ValueError, one line, for one that is no JSON object."""
-    with tempfile.TemporaryDirectory() as tmp:
-        try:
-            text = Path(client.download_artifacts(run_id, path, tmp)).read_text()
-        except Exception:  # MLflow raises its own or OSError for a missing artifact
-            return None
+    """A JSON object the run keeps as an artifact; None where it has none; ValueError, one
+    line, for one that is no JSON object."""
+    text = artifact_text(client, run_id, path)
+    if text is None:
+        return None
     try:
         found = json.loads(text)
     except ValueError:
