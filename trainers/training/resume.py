@@ -11,28 +11,33 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import torch
 
 from trainers.upgrade import CHECKPOINT_VERSION, checkpoint_version, upgrade_checkpoint
 
 
-def version_of(ckpt: Path) -> int:
-    """The version a Lightning checkpoint was written at, read without loading its tensors
-    (memory-mapped where the file allows)."""
+def _mapped(ckpt: Path) -> dict[str, Any]:
+    """A Lightning checkpoint, its tensors memory-mapped where the file allows (read only when
+    touched), on the CPU."""
     try:
-        state = torch.load(ckpt, map_location="cpu", weights_only=True, mmap=True)
+        return torch.load(ckpt, map_location="cpu", weights_only=True, mmap=True)
     except RuntimeError:  # a file torch did not write in its zip format cannot be mapped
-        state = torch.load(ckpt, map_location="cpu", weights_only=True)
-    return checkpoint_version(state)
+        return torch.load(ckpt, map_location="cpu", weights_only=True)
+
+
+def version_of(ckpt: Path) -> int:
+    """The version a Lightning checkpoint was written at, read without loading its tensors."""
+    return checkpoint_version(_mapped(ckpt))
 
 
 def current(ckpt: Path, folder: Path) -> Path:
     """``ckpt`` itself when it is current; otherwise its upgrade, written once into ``folder``
     under a name of this process's own (data-parallel ranks upgrade side by side)."""
-    if version_of(ckpt) == CHECKPOINT_VERSION:
+    state = _mapped(ckpt)  # read once: the version, and for an old file what it upgrades
+    if checkpoint_version(state) == CHECKPOINT_VERSION:
         return ckpt
-    state = torch.load(ckpt, map_location="cpu", weights_only=True)
     folder.mkdir(parents=True, exist_ok=True)
     out = folder / f"upgraded-{os.getpid()}-{ckpt.name}"
     partial = out.with_suffix(".partial")
