@@ -78,6 +78,11 @@ TRACKING_URI_HELP = (
 )
 
 
+# A search's Optuna study database where a command line would show it to every user of the
+# machine: ``nas sweep`` keeps the study there, ``nas ui --optuna`` serves it.
+STUDY_STORAGE_ENV = "NAS_STUDY_STORAGE"
+
+
 def resolve_tracking_uri(cli: str | None = None) -> str:
     """``--tracking-uri``, else ``MLFLOW_TRACKING_URI``, else MLflow's own default: a SQLite
     file in the working directory, so ``mlflow ui`` there shows the runs."""

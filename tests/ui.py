@@ -42,6 +42,25 @@ def start_ui(cwd: Path, uri: str, port: int, log: Path) -> subprocess.Popen[str]
         )
 
 
+def start_study_ui(cwd: Path, url: str, port: int, log: Path) -> subprocess.Popen[str]:
+    """``nas ui --optuna --port PORT`` with the study database ``url`` in its environment
+    (``NAS_STUDY_STORAGE``), as a user with a password in the URL starts it; otherwise as
+    ``start_ui``."""
+    from record.uri import STUDY_STORAGE_ENV
+
+    command = [sys.executable, "-m", "nas.cli", "ui", "--optuna", "--port", str(port)]
+    with log.open("w") as err:
+        return subprocess.Popen(
+            command,
+            stdout=subprocess.PIPE,
+            stderr=err,
+            text=True,
+            cwd=cwd,
+            env=env() | {STUDY_STORAGE_ENV: url},
+            start_new_session=True,
+        )
+
+
 def get(url: str, deadline: float) -> bytes:
     """The body at ``url`` once the server answers (until ``deadline``)."""
     while True:

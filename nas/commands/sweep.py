@@ -7,7 +7,7 @@ import os
 from typing import Any
 
 from nas.exits import exit_statuses
-from record.uri import TRACKING_URI_HELP
+from record.uri import STUDY_STORAGE_ENV, TRACKING_URI_HELP
 from search_spaces.seed_choice import DEFAULT_MAX_SEEDS, SeedRule
 from stats.power import DEFAULT_EFFECT
 
@@ -124,12 +124,11 @@ def add_parser(sub: Any) -> None:
     p.add_argument(
         "--study-storage",
         metavar="URL",
-        help="searches: keep the Optuna study in this database (sqlite:///<file> or "
-        "postgresql://user@host/db), under the sweep's name: it outlives the storage path, "
-        "optuna-dashboard browses it while the sweep runs, and a driver on another machine "
-        "continues it (default: NAS_STUDY_STORAGE). Keep a password out of the URL, since a "
-        "command line is in every user's process list: PostgreSQL's client reads it from "
-        "PGPASSWORD or ~/.pgpass",
+        help=f"searches: keep the Optuna study in this database, under the sweep's name; give "
+        f"one with a password as {STUDY_STORAGE_ENV} (the environment, which the process list "
+        "does not show) or keep the password in ~/.pgpass (sqlite:///<file> or "
+        "postgresql://user@host/db). It outlives the storage path, `nas ui --optuna` shows it "
+        "while the sweep runs, and a driver on another machine continues it",
     )
     p.add_argument(
         "--peak-flops",
@@ -182,10 +181,6 @@ def _seeds(text: str | None) -> tuple[int, ...] | None:
         return tuple(int(s) for s in text.split(","))
     except ValueError:
         raise ValueError(f"--seeds {text!r}: expected comma-separated integers") from None
-
-
-# The study database's URL where a command line would show it to every user of the machine.
-STUDY_STORAGE_ENV = "NAS_STUDY_STORAGE"
 
 
 def options(args: argparse.Namespace) -> Any:
