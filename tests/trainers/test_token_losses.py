@@ -12,21 +12,23 @@ import lightning as L
 import pytest
 import torch
 import torch.multiprocessing as mp
-from torch.utils.data import DataLoader, Dataset, TensorDataset
+from torch.utils.data import DataLoader, TensorDataset
 
 from record.schema import Metric
 from tests.trainers.token_cases import (
     CFG,
     STEP_KEEP,
     VAL_KEEP,
+    UnevenSource,
+    lightning_val_worker,
     perturbed_model,
     rank_worker,
     token_mean,
     tolerance,
     uneven_batch,
+    uneven_set,
 )
 from trainers.config import RunConfig, TrainConfig
-from trainers.data.source import DataSource, Sample
 from trainers.model.loss import lm_loss
 from trainers.model.transformer import DeepTransformer
 from trainers.training.accumulate import accumulate_gradients, micro_chunks
@@ -139,26 +141,6 @@ def test_validation_loss_is_the_pass_token_mean_at_every_micro_batch() -> None:
         assert abs(got - want) <= VAL_TOL * want, f"micro_batch {micro}: {got} != {want}"
 
 
-class UnevenSource(DataSource):
-    """Random tokens whose sequences keep from none to all of their targets (seeded), and a
-    validation split one sequence short of whole batches."""
-
-    name = "uneven"
-    vocab_size = CFG.vocab_size
-    bytes_per_token = None
-
-    def train_set(self, seq_len: int, n: int, seed: int) -> Dataset[Sample]:
-        return _uneven_set(n, seed)
-
-    def val_set(self, seq_len: int, n: int) -> Dataset[Sample]:
-        return _uneven_set(n - 1, seed=1_000)
-
-
-def _uneven_set(n: int, seed: int) -> TensorDataset:
-    keep = torch.randint(0, CFG.seq_len + 1, (n,), generator=torch.Generator().manual_seed(seed))
-    return TensorDataset(*uneven_batch(keep.tolist(), seed))
-
-
 def _fit_config(micro: int) -> RunConfig:
     t = TrainConfig(
         batch_size=4,
@@ -202,7 +184,32 @@ def test_a_fit_on_uneven_masks_is_the_same_in_micro_batches(tmp_path: Path) -> N
     with torch.no_grad():
         L.seed_everything(0, verbose=False)  # train()'s seed, then its model's init
         first = LanguageModelModule(_fit_config(0)).model.double()
-        x, y = (t[:4] for t in _uneven_set(12, seed=0).tensors)  # the 3 steps' first batch
+        x, y = (t[:4] for t in uneven_set(12, seed=0).tensors)  # the 3 steps' first batch
         assert losses[0] == pytest.approx(token_mean(first(x), y).item(), rel=STEP_TOL)
-        vx, vy = _uneven_set(7, seed=1_000).tensors
+        vx, vy = uneven_set(7, seed=1_000).tensors
         assert whole.val_loss == pytest.approx(token_mean(a(vx), vy).item(), rel=VAL_TOL)
+
+
+def test_two_ranks_validate_a_split_they_cannot_share_evenly_as_one_process_does(
+    tmp_path: Path,
+) -> None:
+    """A real Lightning DDP ``validate`` on two gloo ranks over a validation split of 7
+    sequences (shares of 2 cannot divide it): the logged loss is the mean over the split's
+    counted targets, each sequence counted once, as one process computes it. (Evening the
+    shares with a repeat of the first sequence, as a ``DistributedSampler`` does, would count
+    its targets twice: here that moves the loss far beyond round-off.)"""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    out = tmp_path / "val.pt"
+    mp.spawn(lightning_val_worker, args=(2, port, str(out)), nprocs=2, join=True)
+    got = torch.load(out).item()
+    model = perturbed_model()
+    vx, vy = uneven_set(7, seed=1_000).tensors
+    with torch.no_grad():
+        want = token_mean(model(vx), vy).item()
+        repeated = token_mean(model(torch.cat([vx, vx[:1]])), torch.cat([vy, vy[:1]])).item()
+    assert abs(repeated - want) > 1e3 * VAL_TOL * want
+    assert abs(got - want) <= VAL_TOL * want, (got, want)

@@ -14,9 +14,11 @@ from pathlib import Path
 
 import torch
 from torch import Tensor
+from torch.utils.data import Dataset, TensorDataset
 
 from tests.trainers.conftest import tiny
-from trainers.config import ModelConfig
+from trainers.config import ModelConfig, RunConfig, TrainConfig
+from trainers.data.source import DataSource, Sample
 from trainers.model.loss import IGNORE
 from trainers.model.transformer import DeepTransformer
 from trainers.training.accumulate import (
@@ -124,6 +126,75 @@ def rank_worker(rank: int, world: int, init: str, out: str) -> None:
         dist.destroy_process_group()
 
 
+class UnevenSource(DataSource):
+    """Random tokens whose sequences keep from none to all of their targets (seeded), and a
+    validation split one sequence short of whole batches."""
+
+    name = "uneven"
+    vocab_size = CFG.vocab_size
+    bytes_per_token = None
+
+    def train_set(self, seq_len: int, n: int, seed: int) -> Dataset[Sample]:
+        return uneven_set(n, seed)
+
+    def val_set(self, seq_len: int, n: int) -> Dataset[Sample]:
+        return uneven_set(n - 1, seed=1_000)
+
+
+def uneven_set(n: int, seed: int) -> TensorDataset:
+    """``n`` random sequences keeping from none to all of their targets (seeded)."""
+    keep = torch.randint(0, CFG.seq_len + 1, (n,), generator=torch.Generator().manual_seed(seed))
+    return TensorDataset(*uneven_batch(keep.tolist(), seed))
+
+
 def sum_totals(totals: Sequence[LossTotal]) -> LossTotal:
     """The validation pass's total: its batches' totals added, as the module adds them."""
     return functools.reduce(operator.add, totals)
+
+
+def val_config() -> RunConfig:
+    """Validation of ``CFG`` in float64 over ``UnevenSource``'s split of 7 sequences (two
+    batches of 4 asked for, one sequence short): on two ranks, shares of 2 that do not divide
+    it."""
+    train = TrainConfig(batch_size=4, val_batches=2, precision="64-true", accelerator="cpu")
+    return RunConfig(model=CFG, train=train)
+
+
+def lightning_val_worker(rank: int, world: int, port: int, out: str) -> None:
+    """One of ``world`` processes of a real Lightning DDP ``validate`` (gloo), launched as a
+    cluster's launcher would (``LOCAL_RANK`` and the rendezvous in the environment), the
+    data module dealing the shares, ``perturbed_model``'s weights; rank 0 saves the logged
+    validation loss."""
+    import os
+
+    os.environ.update(
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(port),
+        LOCAL_RANK=str(rank),
+        NODE_RANK="0",
+        WORLD_SIZE=str(world),
+    )
+    torch.set_num_threads(1)
+    import lightning as L
+
+    from record.schema import Metric
+    from trainers.data.module import LMDataModule
+    from trainers.training.module import LanguageModelModule
+
+    cfg = val_config()
+    module = LanguageModelModule(cfg)
+    module.model.double().load_state_dict(perturbed_model().state_dict())
+    trainer = L.Trainer(
+        accelerator="cpu",
+        devices=world,
+        strategy="ddp",
+        precision="64-true",
+        use_distributed_sampler=False,  # as trainers.training.run: the data module deals
+        logger=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        enable_checkpointing=False,
+    )
+    trainer.validate(module, datamodule=LMDataModule(cfg, UnevenSource()), verbose=False)
+    if rank == 0:
+        torch.save(trainer.callback_metrics[Metric.VAL_LOSS], Path(out))

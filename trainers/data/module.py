@@ -7,11 +7,13 @@ from collections.abc import Iterator, Sized
 from typing import cast
 
 import lightning as L
+import torch
 from torch.utils.data import DataLoader, Dataset, DistributedSampler, Sampler, SequentialSampler
 
 from trainers.config import DataConfig, ModelConfig, RunConfig, micro_steps
 from trainers.corpus.vocab import check_fits
 from trainers.data import SOURCES, DataSource
+from trainers.data.source import IGNORE, Sample
 
 
 def load_source(data: DataConfig, model: ModelConfig) -> DataSource:
@@ -37,6 +39,26 @@ class Resumed(Sampler[int]):
 
     def __len__(self) -> int:
         return len(self.order)  # type: ignore[arg-type]
+
+
+class IgnoredPadding(Dataset[Sample]):
+    """``data`` followed by sequences that count no target, ``length`` in all: a validation set
+    that deals into equal shares over the ranks without repeating a sequence. (A
+    ``DistributedSampler`` evens the shares with repeats of the first sequences, which the loss
+    would then count twice; these count nothing, and every rank still runs as many batches, so
+    no rank waits at a collective another never reaches.)"""
+
+    def __init__(self, data: Dataset[Sample], length: int) -> None:
+        self.data, self.n, self.length = data, len(cast(Sized, data)), length
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __getitem__(self, i: int) -> Sample:
+        if i < self.n:
+            return self.data[i]
+        x, y = self.data[0]
+        return torch.zeros_like(x), torch.full_like(y, IGNORE)
 
 
 class LMDataModule(L.LightningDataModule):
@@ -69,6 +91,14 @@ class LMDataModule(L.LightningDataModule):
         return self._loader(sequences, self.trainer.global_step if self.trainer else 0)
 
     def val_dataloader(self) -> DataLoader:
+        """``train.val_batches`` batches of fixed sequences, or as many as a short validation
+        split holds; data-parallel, padded to a whole number of shares with sequences that
+        count no target."""
         t = self.cfg.train
         n = t.val_batches * t.batch_size
-        return self._loader(self.source.val_set(self.cfg.model.seq_len, n))
+        sequences = self.source.val_set(self.cfg.model.seq_len, n)
+        ranks = self.trainer.world_size if self.trainer else 1
+        held = len(cast(Sized, sequences))
+        if held % ranks:
+            sequences = IgnoredPadding(sequences, -(-held // ranks) * ranks)
+        return self._loader(sequences)

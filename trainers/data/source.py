@@ -12,7 +12,8 @@ from trainers.config import DataConfig
 from trainers.data.windows import EvenWindows, RandomWindows, Tokens
 from trainers.registry import Registry
 
-Sample = tuple[torch.Tensor, torch.Tensor]  # (inputs[T], targets[T]); target -100 = no loss
+Sample = tuple[torch.Tensor, torch.Tensor]  # (inputs[T], targets[T]); target IGNORE = no loss
+IGNORE = -100  # cross-entropy's ignore_index: no loss at this target
 
 
 class DataSource:

@@ -15,9 +15,7 @@ import torch
 from torch.utils.data import Dataset
 
 from trainers.config import DataConfig
-from trainers.data.source import SOURCES, DataSource, Sample
-
-IGNORE = -100  # cross-entropy's ignore_index: no loss at this target
+from trainers.data.source import IGNORE, SOURCES, DataSource, Sample
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 # The target that carries no loss: cross-entropy's ignore_index, which the data sources write
-# (trainers.data.synthetic.IGNORE marks every position but the answers).
+# (trainers.data.source.IGNORE; the synthetic task marks every position but the answers).
 IGNORE = -100
 
 
