@@ -268,8 +268,10 @@ def _mlp(m: ModelConfig, norm_in: bool) -> Tokens:
 
 
 def _out_norm(m: ModelConfig) -> Tokens:
-    """A norm on the branch output (sandwich) keeps that output."""
-    return Tokens(narrow=m.d_model) + _norm(m, m.d_model)
+    """A norm on the branch output (sandwich) keeps that output, in float32: the norm computes
+    in float32, so under mixed precision what it keeps is its float32 copy of the
+    half-precision output."""
+    return Tokens(wide=m.d_model) + _norm(m, m.d_model)
 
 
 def _post_norm(m: ModelConfig) -> Tokens:
@@ -495,14 +497,17 @@ def _denseformer(m: ModelConfig) -> Tokens:
 
 
 def _mudd(m: ModelConfig) -> Tokens:
-    """After block i: the stack of its S sources and the C mixed streams (saved by the weighted
-    sum and by the next attention's norms), the weight generator's normalized input, its hidden
-    layer before and after the GELU, and the C x S weights."""
-    d, total = m.d_model, 0.0
+    """After block i: the stack of its S sources (saved by the weighted sum), the C mixed
+    streams (saved by the norms that read them), the weight generator's input and normalized
+    input, its hidden layer before and after the GELU, and the C x S weights. The streams and
+    the generator's input are kept by norms, which compute in float32: under mixed precision
+    they keep float32 copies of the half-precision mix."""
+    d, wide, narrow = m.d_model, 0.0, 0.0
     for i in range(m.n_layers):
         streams, sources, hidden = catalogue.mudd_shape(m, i)
-        total += (sources + streams + 2) * d + 2 * hidden + streams * sources
-    return Tokens(narrow=total)
+        wide += (streams + 1) * d
+        narrow += (sources + 1) * d + 2 * hidden + streams * sources
+    return Tokens(wide=wide, narrow=narrow)
 
 
 def fixed_elements(m: ModelConfig) -> int:
