@@ -11,6 +11,7 @@ past what the harness records).
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -69,11 +70,17 @@ def upgraded(run: Any) -> UpgradedRun:
 
 
 def artifact_text(client: Any, run_id: str, path: str) -> str | None:
-    """A text file run ``run_id`` keeps as an artifact (its copy goes to a temporary folder);
-    None where it has none."""
+    """A text file run ``run_id`` keeps as an artifact; None where it has none."""
+    return downloaded_text(lambda folder: client.download_artifacts(run_id, path, folder))
+
+
+def downloaded_text(download: Callable[[str], str]) -> str | None:
+    """The text of the one artifact ``download`` copies into the folder it is given (a
+    temporary one, gone after) and whose local path it returns; None where the store has no
+    such artifact."""
     with tempfile.TemporaryDirectory() as tmp:
         try:
-            found = client.download_artifacts(run_id, path, tmp)
+            found = download(tmp)
         except Exception:  # MLflow raises its own or OSError for a missing artifact
             return None
         return Path(found).read_text()

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from record.read import RecordedRun, live_sweep, run_seed, upgraded
+from record.read import RecordedRun, downloaded_text, live_sweep, run_seed, upgraded
 from record.schema import (
     BEST_VAL_LOSS,
     COORDCHECK_INDEX,
@@ -265,12 +265,8 @@ def _yaml_artifact(repo: Any, name: str) -> Any:
     is none (a sweep recorded by an older version)."""
     import yaml
 
-    with tempfile.TemporaryDirectory() as tmp:
-        try:
-            path = repo.download_artifacts(name, tmp)
-        except Exception:  # MLflow raises its own or OSError for a missing artifact
-            return None
-        return yaml.safe_load(Path(path).read_text())
+    text = _text_artifact(repo, name)
+    return None if text is None else yaml.safe_load(text)
 
 
 def _coordchecks(repo: Any) -> tuple[RecordedCoordCheck, ...]:
@@ -293,12 +289,7 @@ def _coordchecks(repo: Any) -> tuple[RecordedCoordCheck, ...]:
 
 def _text_artifact(repo: Any, name: str) -> str | None:
     """A text file on a run (its artifact ``repo``); None where there is none."""
-    with tempfile.TemporaryDirectory() as tmp:
-        try:
-            path = repo.download_artifacts(name, tmp)
-        except Exception:  # MLflow raises its own or OSError for a missing artifact
-            return None
-        return Path(path).read_text()
+    return downloaded_text(lambda folder: repo.download_artifacts(name, folder))
 
 
 def _last_profile(repo: Any) -> dict[str, Any] | None:
