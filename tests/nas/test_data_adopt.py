@@ -42,7 +42,7 @@ def _llmc_tokenizer(path: Path, version: int = 2) -> None:
     path.write_bytes(header.tobytes() + body)
 
 
-def llmc_folder(root: Path, layout: str = "u16") -> Path:
+def llmc_folder(root: Path, layout: str = "u16", version: int = 2) -> Path:
     """FineWeb-style shards, two train and one validation, and llm.c's tokenizer file."""
     folder = root / "fineweb10B"
     folder.mkdir()
@@ -56,7 +56,7 @@ def llmc_folder(root: Path, layout: str = "u16") -> Path:
     ):
         write_shard(folder / name, _tokens(n, i), kind)
     if layout == "u16":
-        _llmc_tokenizer(folder / "gpt2_tokenizer.bin")
+        _llmc_tokenizer(folder / "gpt2_tokenizer.bin", version)
     else:  # nanochat's token byte counts, as torch.save writes them
         torch.save(torch.tensor(TRUE_SIZES, dtype=torch.int32), folder / "token_bytes.pt")
     return folder
@@ -86,12 +86,17 @@ def _one_line_exit_2(argv: list[str], match: str, capsys: pytest.CaptureFixture[
     assert err.count("\n") == 1 and match in err and "Traceback" not in err, err
 
 
-@pytest.mark.parametrize("layout", ["u16", "u32"])
-def test_llmc_shards_are_read_in_place_with_their_bytes(tmp_path: Path, layout: str) -> None:
+@pytest.mark.parametrize(
+    ("layout", "version"), [("u16", 2), ("u16", 1), ("u32", 2)], ids=["u16", "u16-v1", "u32"]
+)
+def test_llmc_shards_are_read_in_place_with_their_bytes(
+    tmp_path: Path, layout: str, version: int
+) -> None:
     """Both headers: the splits are the shards' own tokens in name order (train before val is
     not assumed), the vocabulary the tokenizer's, and bytes per validation token the true mean
-    of the test's byte strings, the end-of-text token counting none."""
-    folder = llmc_folder(tmp_path, layout)
+    of the test's byte strings, the end-of-text token counting none, whether the tokenizer
+    file names it (version 2) or only spells it out (version 1)."""
+    folder = llmc_folder(tmp_path, layout, version)
     before = {p.name: p.read_bytes() for p in folder.iterdir()}
     assert main(["data", "adopt", str(folder)]) == 0
     assert {p.name: p.read_bytes() for p in folder.iterdir() if p.name in before} == before

@@ -153,7 +153,7 @@ def token_files(folder: Path) -> tuple[str, list[TokenFile]]:
 def _llmc_tokenizer(path: Path) -> np.ndarray:
     table = llmc_table(path)
     out = np.asarray([len(p) for p in table.pieces], dtype=np.int32)
-    if table.eot is not None:  # version 2 names the end-of-text token: it stands for no text
+    if table.eot is not None:  # the end-of-text token stands for no text
         out[table.eot] = 0
     return out
 

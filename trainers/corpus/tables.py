@@ -6,7 +6,9 @@ through them (``trainers.corpus.codec``).
 llm.c's file (``train_gpt2.py``'s ``write_tokenizer``, read by ``llmc/tokenizer.h``): a header of
 256 little-endian int32 (magic 20240328, version, the vocabulary's size, and from version 2 the
 end-of-text id), then for each id in order one uint8 length and that many bytes. Version 1 names
-no end-of-text id (llm.c assumes GPT-2's, 50256).
+no end-of-text id (llm.c assumes GPT-2's, 50256) and spells it out as tiktoken decodes it,
+``<|endoftext|>``: read as text, each document boundary would count 13 bytes that are not in the
+corpus, so the id whose bytes are that spelling is taken as the end-of-text token.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from trainers.corpus.shard import HEADER_BYTES, HEADER_INTS
 from trainers.corpus.vocab import NOT_A_PICKLE, PlainData
 
 LLMC_TOKENIZER_MAGIC = 20240328
+END_OF_TEXT = b"<|endoftext|>"  # GPT-2's end-of-text token as tiktoken spells it
 
 
 @dataclass(frozen=True)
@@ -46,7 +49,9 @@ def llmc_table(path: Path) -> LlmcTable:
         at += 1 + length
     if at != len(data):
         raise ValueError(f"{path}: {len(data) - at} bytes past its {n} tokens")
-    return LlmcTable(tuple(pieces), int(header[3]) if header[1] == 2 else None)
+    if header[1] == 2:
+        return LlmcTable(tuple(pieces), int(header[3]))
+    return LlmcTable(tuple(pieces), pieces.index(END_OF_TEXT) if END_OF_TEXT in pieces else None)
 
 
 def meta_table(path: Path) -> tuple[str, ...]:
