@@ -15,7 +15,9 @@ under, and what the share-based rule would say of them is bounded from their ave
 
 ``data/recorded_margins.json`` holds the same per-site statistics plus the runner-up margin and
 the collapsed share, from short seeded runs of the static and the raw input query at 8 and at 48
-blocks, made by ``data/make_routing_margins.py`` (its docstring has the command)."""
+blocks, seeds 0 to 2, made by ``data/make_routing_margins.py`` (its docstring has the command);
+``data/recorded_table4_margins.json`` the same for Table 4's static and input arms trained again
+as their sweep ran them (``data/make_routing_table4.py``)."""
 
 from __future__ import annotations
 
@@ -172,7 +174,7 @@ def test_the_static_query_stays_healthy_under_the_share_rule_where_averages_can_
     averages allow: all but the two profiles of one window=4 site (seed 2, site 11, steps 200
     and 300, top-1 mass 0.74 to 0.77 with spread 7.8 over 5 live sources) are at most one half,
     so those read as healthy under this rule too. Those two the averages cannot settle (their
-    bound is about 0.7); they were not re-measured."""
+    bound is about 0.7); trained again, the site holds no collapsed token (below)."""
     undecided = []
     for study, arm, seed, profiles in _runs(STATIC):
         for p in profiles:
@@ -238,3 +240,55 @@ def test_re_measured_the_averaged_rule_named_sites_the_share_rule_does_not() -> 
         profiles = MARGINS[name]["profiles"]
         share, old = _replayed_with_share(profiles), _replayed(profiles)
         assert set(old.found) - set(share.found), name
+
+
+# ``data/recorded_table4_margins.json``: Table 4's static-query arms and the raw input query,
+# trained again as their sweep ran them with the per-token statistics of issue 50 in every
+# profile (``data/make_routing_table4.py`` has the command).
+TABLE4 = json.loads((DATA / "recorded_table4_margins.json").read_text())
+UNSETTLED = ("attnres/window=4", "2", 11)  # the averages could not settle it: arm, seed, site
+
+
+def test_re_measured_table4_reads_as_the_averages_said_under_the_share_rule() -> None:
+    """Every seed of every static-query arm: not one collapsed token at any site of any profile,
+    so no alarm; every seed of the raw input query alarms, on several sites. Each run's recorded
+    alarm line names the sites, steps and count its profiles replay to."""
+    assert set(TABLE4) == {*STATIC, "attnres/query=input"}
+    for arm, seeds in TABLE4.items():
+        assert set(seeds) == {"0", "1", "2"}, arm
+        for seed, run in seeds.items():
+            alarm = _replayed_with_share(run["profiles"])
+            assert _named(alarm.message()) == _named(run["alarm"] or ""), (arm, seed)
+            shares = [c for p in run["profiles"] for c in p["collapsed"] if c is not None]
+            if arm == "attnres/query=input":
+                assert len(alarm.found) >= 2, (arm, seed)
+            else:
+                assert max(shares) == 0.0 and not alarm.found, (arm, seed)
+
+
+def test_the_site_the_averages_could_not_settle_holds_no_collapsed_token_trained_again() -> None:
+    """The window=4 site of seed 2 whose averages allowed a majority of collapsed tokens, in the
+    same configuration trained again: no collapsed token at steps 200 and 300 (nor anywhere,
+    above). This is not its recorded run: the window arm's re-measured averages differ from
+    those its sweep recorded (top-1 mass 0.64 against 0.74-0.77 at this site, spreads by up to
+    3 nats elsewhere), while the other static arms reproduce theirs (next test); so the recorded
+    profiles stay bounded, not settled, and this is the rule on the configuration as it trains
+    now."""
+    arm, seed, site = UNSETTLED
+    again = {p["step"]: p for p in TABLE4[arm][seed]["profiles"]}
+    assert [again[step]["collapsed"][site] for step in (200, 300)] == [0.0, 0.0]
+
+
+def test_the_other_static_arms_trained_again_are_their_recorded_runs() -> None:
+    """Full and Block AttnRes and static_input, every seed and profile: the re-measured top-1
+    mass and spread of every site are those the sweep recorded, within 0.06 (other thread
+    counts reorder float sums, and training carries the difference)."""
+    for arm in ("attnres", "attnres/query=static_input", "block_attnres"):
+        for seed, run in TABLE4[arm].items():
+            again = {p["step"]: p for p in run["profiles"]}
+            for old in RECORDED["attnres_ablation"][arm][seed]:
+                new = again[old["step"]]
+                for key in ("top1", "spread"):
+                    pairs = zip(old[key], new[key], strict=True)
+                    worst = max(abs(a - b) for a, b in pairs if a is not None)
+                    assert worst <= 0.06, (arm, seed, old["step"], key, worst)
