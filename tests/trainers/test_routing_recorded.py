@@ -210,17 +210,30 @@ def _replayed_with_share(profiles: list[dict[str, Any]]) -> RoutingAlarm:
 
 
 def test_re_measured_the_static_query_never_collapses_and_the_input_query_does() -> None:
-    """The re-measured runs, at 8 and at 48 blocks (97 sources at the output site): the static
-    query has no collapsed token anywhere; the raw input query alarms at both depths, and each
-    run's recorded alarm line names the sites, steps and count its profiles replay to."""
+    """The re-measured runs, at 8 and at 48 blocks (97 sources at the output site), seeds 0 to
+    2: the static query has no collapsed token anywhere; the raw input query alarms in every
+    seed at 8 blocks and in two of three at 48, and wherever the averaged rule fired on the same
+    profiles (the third 48-block seed had at most 40% of a site's tokens collapsed by step 160,
+    and neither rule fires on it). Each run's recorded alarm line names the sites, steps and
+    count its profiles replay to."""
+    fired = set()
     for name, run in MARGINS.items():
         alarm = _replayed_with_share(run["profiles"])
-        assert _named(alarm.message()) == _named(run["alarm"]), name
+        assert _named(alarm.message()) == _named(run["alarm"] or ""), name
         shares = [c for p in run["profiles"] for c in p["collapsed"] if c is not None]
         if "query=input" in name:
-            assert alarm.found, name
+            assert bool(alarm.found) == bool(_replayed(run["profiles"]).found), name
         else:
             assert max(shares) == 0.0, name
+        if alarm.found:
+            fired.add(name)
+    assert fired == {
+        "attnres/query=input/L8",
+        "attnres/query=input/L8/seed=1",
+        "attnres/query=input/L8/seed=2",
+        "attnres/query=input/L48",
+        "attnres/query=input/L48/seed=2",
+    }
 
 
 def _named(message: str) -> tuple[list[tuple[str, str]], list[str]]:
