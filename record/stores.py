@@ -59,3 +59,12 @@ def check_store(uri: str, flag: str = "--tracking-uri") -> None:
     except psycopg.Error as err:
         message = f"{flag} {uri}: cannot connect to the database ({first_line(err)})"
         raise ValueError(redact(message)) from None
+
+
+def check_study_storage(url: str, flag: str = "--study-storage") -> None:
+    """ValueError, one line with the password redacted, unless ``url`` is an Optuna study
+    database a search can keep (SQLite or PostgreSQL) and, for PostgreSQL, takes the login."""
+    scheme = url.partition("://")[0].split("+")[0]  # as SQLAlchemy reads it: lower case
+    if scheme not in ("sqlite", "postgresql", "postgres"):
+        raise ValueError(redact(f"{flag} {url}: give a sqlite:///<file> or postgresql:// URL"))
+    check_store(url, flag=flag)

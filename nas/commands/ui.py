@@ -108,8 +108,7 @@ def _study_server(args: argparse.Namespace, port: int) -> tuple[list[str], dict[
 def _study_storage(url: str | None) -> str:
     """The study database's URL, checked: SQLite that exists (reading a missing file would
     create it) or a PostgreSQL database that takes the login."""
-    from record.redact import redact
-    from record.stores import check_store
+    from record.stores import check_study_storage
     from record.uri import absolute_sqlite, missing_sqlite
 
     if not url:
@@ -117,14 +116,9 @@ def _study_storage(url: str | None) -> str:
             f"--optuna: no study database; set {STUDY_STORAGE_ENV} (or --study-storage) to the "
             "URL `nas sweep --study-storage` was given"
         )
-    scheme = url.partition("://")[0].split("+")[0].lower()
-    if scheme not in ("sqlite", "postgresql", "postgres"):
-        raise ValueError(
-            redact(f"--study-storage {url}: give a sqlite:///<file> or postgresql:// URL")
-        )
+    check_study_storage(url)
     if missing_sqlite(url):
         raise ValueError(f"--study-storage {url}: no such file")
-    check_store(url, flag="--study-storage")
     return absolute_sqlite(url)
 
 

@@ -15,8 +15,7 @@ from nas.campaign.kinds import Campaign, campaign_of
 from nas.spec import TrialSpec, check_read
 from nas.trial.data_parallel import Strategy
 from record.client import writer_store
-from record.redact import redact
-from record.stores import check_store
+from record.stores import check_study_storage
 from search_spaces import Space, get_space
 from search_spaces.seed_choice import SeedRule
 from search_spaces.space import Skipped
@@ -234,12 +233,7 @@ def _check_study_storage(url: str, campaign: Campaign) -> None:
         raise ValueError(
             f"--study-storage: only a search has an Optuna study; {space.name!r} is a {space.kind}"
         )
-    scheme = url.partition("://")[0].split("+")[0]
-    if scheme not in ("sqlite", "postgresql", "postgres"):
-        raise ValueError(
-            redact(f"--study-storage {url}: give a sqlite:///<file> or postgresql:// URL")
-        )
-    check_store(url, flag="--study-storage")
+    check_study_storage(url)
 
 
 def _check_address(address: str | None) -> None:
