@@ -111,6 +111,19 @@ def losses_agree(eager: list[float], compiled: list[float]) -> dict[str, Any]:
     }
 
 
+def compiled_check(
+    cfg: ModelConfig, s: dict[str, Any], eager_losses: list[float]
+) -> tuple[Callable[[], float], dict[str, Any]]:
+    """The compiled step, and the row of its check: its first step's time (the compilation)
+    and whether its first ``check_steps`` losses agree with the eager model's."""
+    compiled = make_step(cfg, s, compiled=True)
+    start = time.perf_counter()
+    losses = [compiled()]
+    first = time.perf_counter() - start
+    losses += [compiled() for _ in range(s["check_steps"] - 1)]
+    return compiled, {"first_compiled_step_s": first} | losses_agree(eager_losses, losses)
+
+
 def measure(cfg: ModelConfig, s: dict[str, Any]) -> dict[str, Any]:
     """Loss check (doubling as warm-up), then interleaved timings of eager and compiled."""
     from torch._dynamo.utils import counters
@@ -121,12 +134,8 @@ def measure(cfg: ModelConfig, s: dict[str, Any]) -> dict[str, Any]:
     eager_losses = [eager() for _ in range(s["check_steps"])]
     row: dict[str, Any] = {}
     try:
-        compiled = make_step(cfg, s, compiled=True)
-        start = time.perf_counter()
-        compiled_losses = [compiled()]
-        row["first_compiled_step_s"] = time.perf_counter() - start
-        compiled_losses += [compiled() for _ in range(s["check_steps"] - 1)]
-        row |= losses_agree(eager_losses, compiled_losses)
+        compiled, checked = compiled_check(cfg, s, eager_losses)
+        row |= checked
         pairs = []
         for i in range(s["rounds"]):
             if i % 2:  # alternate which goes first
@@ -194,15 +203,9 @@ def run_deep(quick: bool = False) -> dict[str, Any]:
     rows: dict[str, dict[str, Any]] = {}
     for residual in s["variants"]:
         cfg = ModelConfig(residual=residual, **fields)
-        eager, compiled = make_step(cfg, s, False), make_step(cfg, s, True)
+        eager = make_step(cfg, s, compiled=False)
         eager_losses = [eager() for _ in range(s["check_steps"])]
-        start = time.perf_counter()
-        compiled_losses = [compiled()]
-        first = time.perf_counter() - start
-        compiled_losses += [compiled() for _ in range(s["check_steps"] - 1)]
-        rows[residual] = {"first_compiled_step_s": first} | losses_agree(
-            eager_losses, compiled_losses
-        )
+        compiled, rows[residual] = compiled_check(cfg, s, eager_losses)
         steps |= {(residual, "eager"): eager, (residual, "compiled"): compiled}
     order = list(steps)
     times: dict[tuple[str, str], list[float]] = {key: [] for key in order}
