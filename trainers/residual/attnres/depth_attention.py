@@ -68,6 +68,17 @@ def source_logits(y: Tensor, queries: Tensor, eps: float | None) -> Tensor:
     return (y if eps is None else unit_rms(y, eps)) @ queries.T
 
 
+def site_logit(y: Tensor, query: Tensor, eps: float | None) -> Tensor:
+    """(B, T): ``source_logits`` against one site's ``query`` (d,), written as products and sums
+    (in float32 at least): the compiler fuses the key's norm and the dot into one pass over
+    ``y``, where a product with a one-column matrix stays a call of its own, forward and
+    backward."""
+    if y.dtype in (torch.bfloat16, torch.float16):
+        y = y.float()
+    dot = (y * query).sum(-1)
+    return dot if eps is None else dot * torch.rsqrt(y.square().mean(-1) + eps)
+
+
 def window_hidden(spans: tuple[int, ...], window: int, capacity: int) -> Tensor | None:
     """(capacity, n_sites): True where stored source i lies outside site s's window, None when
     no site hides any. Site s mixes ``spans[s]`` sources (the stored ones and, in Block AttnRes,
@@ -190,7 +201,7 @@ class StackedSources:
         logits = [lse1, *(lg[..., site] for lg in self.recent_logits)]
         if extra is not None:
             values.append(extra)
-            logits.append(source_logits(extra, self.queries[site : site + 1], self.eps)[..., 0])
+            logits.append(site_logit(extra, self.queries[site], self.eps))
         if len(values) == 1:  # the group's first site: phase 1 is the whole answer
             return out1, lambda: w1
         parts = merge_gates(torch.stack(logits, dim=-1), self.sigmoid)  # (B, T, 1 + r)
