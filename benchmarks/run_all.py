@@ -26,6 +26,7 @@ ORDER = (
     "model.inference",
     "model.diagnostics_cost",
     "model.compile_speedup",
+    "model.compile_deep",
     "model.compile_cache",
     "harness.sweep_overhead",
     "model.memory_plan",

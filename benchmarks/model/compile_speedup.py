@@ -21,19 +21,12 @@ wrong mask, a stale parameter) moves the loss by 1e-2 or more within five steps.
 If compilation fails for a variant (no C compiler, an unsupported operation), the row carries the
 error instead of timings.
 
-    .venv/bin/python -m benchmarks.model.compile_speedup --deep [--quick] [--out DIR]
-
-``--deep`` times standard, Block and Full AttnRes at issue 47's CPU shape (32 layers, d_model
-256) in one interleaved run: every model is built and compiled first, then each round times every
-(wiring, mode) once in a rotated order, so the ratios to standard compare steps taken moments
-apart, not runs minutes apart whose machine drifted between them. The ratio is the median over
-rounds of each round's own ratio.
+Issue 47's goal at 32 layers, every wiring timed in one run, is ``compile_deep``.
 """
 
 from __future__ import annotations
 
 import statistics
-import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -171,91 +164,6 @@ def run(quick: bool = False) -> dict[str, Any]:
 
 GOAL = 0.95  # compiled never slower than eager by more than 5% (issue 47's CPU goal)
 
-DEEP_NAME = "compile_deep"
-DEEP: dict[str, Any] = FULL | {
-    "variants": ("standard", "block_attnres", "attnres"),
-    "n_layers": 32,
-    "d_model": 256,
-    "seq_len": 256,
-    "batch": 1,
-    "check_steps": 3,
-    "rounds": 7,
-    "steps": 1,
-}
-DEEP_QUICK: dict[str, Any] = DEEP | {
-    "n_layers": 2,
-    "d_model": 64,
-    "seq_len": 64,
-    "attnres_blocks": 2,
-    "rounds": 2,
-}
-# Issue 47's CPU goals at 32 layers: compiled step over compiled standard's.
-DEEP_GOALS = {"block_attnres": 1.10, "attnres": 1.25}
-MODES = ("eager", "compiled")
-
-
-def run_deep(quick: bool = False) -> dict[str, Any]:
-    """Every wiring of ``DEEP`` eager and compiled, the loss check (and compilation) first, then
-    interleaved rounds."""
-    s = DEEP_QUICK if quick else DEEP
-    fields = {k: s[k] for k in ("n_layers", "d_model", "n_heads", "seq_len", "attnres_blocks")}
-    steps: dict[tuple[str, str], Callable[[], float]] = {}
-    rows: dict[str, dict[str, Any]] = {}
-    for residual in s["variants"]:
-        cfg = ModelConfig(residual=residual, **fields)
-        eager = make_step(cfg, s, compiled=False)
-        eager_losses = [eager() for _ in range(s["check_steps"])]
-        compiled, rows[residual] = compiled_check(cfg, s, eager_losses)
-        steps |= {(residual, "eager"): eager, (residual, "compiled"): compiled}
-    order = list(steps)
-    times: dict[tuple[str, str], list[float]] = {key: [] for key in order}
-    for i in range(s["rounds"]):
-        shift = i % len(order)
-        for key in order[shift:] + order[:shift]:
-            times[key].append(time_steps(steps[key], s["steps"]))
-    for residual, row in rows.items():
-        for mode in MODES:
-            own, base = times[(residual, mode)], times[("standard", mode)]
-            row[f"{mode}_ms"] = 1000 * statistics.median(own)
-            row[f"{mode}_vs_standard"] = statistics.median(
-                a / b for a, b in zip(own, base, strict=True)
-            )
-        pairs = zip(times[(residual, "eager")], times[(residual, "compiled")], strict=True)
-        row["speedup"] = statistics.median(e / c for e, c in pairs)
-    return {
-        "name": DEEP_NAME,
-        "settings": s | {"variants": list(s["variants"]), "rel_tol": REL_TOL},
-        "machine": machine(),
-        "results": rows,
-    }
-
-
-def markdown_deep(result: dict[str, Any]) -> str:
-    s, m = result["settings"], result["machine"]
-    lines = [
-        f"Eager and compiled training steps in one interleaved run: n_layers={s['n_layers']} "
-        f"d_model={s['d_model']} seq_len={s['seq_len']} batch {s['batch']} (Block AttnRes "
-        f"N = {s['attnres_blocks']}), float32, {m['threads']} threads, torch {m['torch']}, "
-        f"median of {s['rounds']} rounds of each round's own ratio. Goals: compiled over "
-        "compiled standard "
-        + ", ".join(f"`{k}` <= {v:.2f}x" for k, v in DEEP_GOALS.items())
-        + f"; compiled no slower than {1 / GOAL:.2f}x eager.",
-        "",
-        "| residual | eager (ms) | compiled (ms) | speed-up | eager vs standard | "
-        "compiled vs standard | goal | first compiled step (s) | losses agree (rel.) |",
-        "| --- " * 9 + "|",
-    ]
-    for residual, r in result["results"].items():
-        goal = DEEP_GOALS.get(residual)
-        verdict = "" if goal is None else ("met" if r["compiled_vs_standard"] <= goal else "missed")
-        lines.append(
-            f"| `{residual}` | {r['eager_ms']:.0f} | {r['compiled_ms']:.0f} | "
-            f"{r['speedup']:.2f}x | {r['eager_vs_standard']:.2f}x | "
-            f"{r['compiled_vs_standard']:.2f}x | {verdict} | {r['first_compiled_step_s']:.0f} | "
-            f"{r['max_rel_diff']:.1e}{'' if r['within_tol'] else ' NO'} |"
-        )
-    return "\n".join(lines)
-
 
 def bar(x: float, unit: float = 0.25) -> str:
     """A ratio as a bar of blocks, one per ``unit`` (1.00x: four), for reading a column at once."""
@@ -297,13 +205,5 @@ def markdown(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def main() -> None:
-    if "--deep" in sys.argv:
-        sys.argv.remove("--deep")
-        cli(DEEP_NAME, __doc__ or NAME, run_deep, markdown_deep)
-    else:
-        cli(NAME, __doc__ or NAME, run, markdown)
-
-
 if __name__ == "__main__":
-    main()
+    cli(NAME, __doc__ or NAME, run, markdown)
