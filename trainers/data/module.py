@@ -13,7 +13,8 @@ from torch.utils.data import DataLoader, Dataset, DistributedSampler, Sampler, S
 from trainers.config import DataConfig, ModelConfig, RunConfig, micro_steps
 from trainers.corpus.vocab import check_fits
 from trainers.data import SOURCES, DataSource
-from trainers.data.source import IGNORE, Sample
+from trainers.data.source import Sample
+from trainers.targets import IGNORE
 
 
 def load_source(data: DataConfig, model: ModelConfig) -> DataSource:

@@ -13,7 +13,6 @@ from trainers.data.windows import EvenWindows, RandomWindows, Tokens
 from trainers.registry import Registry
 
 Sample = tuple[torch.Tensor, torch.Tensor]  # (inputs[T], targets[T]); target IGNORE = no loss
-IGNORE = -100  # cross-entropy's ignore_index: no loss at this target
 
 
 class DataSource:

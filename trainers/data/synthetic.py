@@ -15,7 +15,8 @@ import torch
 from torch.utils.data import Dataset
 
 from trainers.config import DataConfig
-from trainers.data.source import IGNORE, SOURCES, DataSource, Sample
+from trainers.data.source import SOURCES, DataSource, Sample
+from trainers.targets import IGNORE
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""The language-model loss, torch only: what the LightningModule trains on and what the coord
+"""The language-model loss, on torch alone (no Lightning): what the LightningModule trains on and what the coord
 check steps on, one definition for both."""
 
 from __future__ import annotations
@@ -8,9 +8,7 @@ from typing import Literal
 import torch.nn.functional as F
 from torch import Tensor
 
-# The target that carries no loss: cross-entropy's ignore_index, which the data sources write
-# (trainers.data.source.IGNORE; the synthetic task marks every position but the answers).
-IGNORE = -100
+from trainers.targets import IGNORE
 
 
 def lm_loss(logits: Tensor, targets: Tensor, reduction: Literal["mean", "sum"] = "mean") -> Tensor:
