@@ -377,6 +377,30 @@ def test_bf16_autocast_trains() -> None:
     assert (got - ref).norm() < 0.05 * ref.norm()
 
 
+@pytest.mark.parametrize("raw", [False, True])
+def test_compiled_paths_logits_stay_float32_under_autocast(raw: bool) -> None:
+    """The compiled path's logits (``source_logits`` against every site, ``site_logit`` against
+    one) are float32 under bf16 autocast, as the buffered path stores them: each equals the
+    float64 logit of the same bfloat16 source within float32's bound (2d + 4) u sum_i |k_i q_i|
+    (the dot's d u, the key norm's mean of squares d u and its square root). A bfloat16 product
+    misses it by orders of magnitude (its rounding alone is 2^-9 of the logit)."""
+    from trainers.residual.attnres.depth_attention import site_logit, source_logits
+
+    torch.manual_seed(0)
+    d, eps = 64, None if raw else 1e-6
+    y, queries = torch.randn(3, 7, d).bfloat16(), torch.randn(9, d)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        every, one = source_logits(y, queries, eps), site_logit(y, queries[4], eps)
+    key = y.double()
+    if not raw:
+        key = key / key.square().mean(-1, keepdim=True).add(eps).sqrt()
+    ref, q = key @ queries.double().T, queries.double()
+    bound = (2 * d + 4) * 2.0**-24 * (key.abs() @ q.abs().T)
+    assert every.dtype == one.dtype == torch.float32
+    assert ((every.double() - ref).abs() <= bound).all()
+    assert ((one.double() - ref[..., 4]).abs() <= bound[..., 4]).all()
+
+
 @pytest.mark.parametrize("residual", ["attnres", "block_attnres"])
 def test_inference_mode_computes_what_training_computes(residual: str) -> None:
     """With no gradient wanted the buffered path takes its inference shortcuts (no saved

@@ -64,8 +64,13 @@ def unit_rms(v: Tensor, eps: float) -> Tensor:
 
 def source_logits(y: Tensor, queries: Tensor, eps: float | None) -> Tensor:
     """(B, T, n_sites): one source's logit at every site (gains folded into ``queries``); raw
-    keys where ``eps`` is None."""
-    return (y if eps is None else unit_rms(y, eps)) @ queries.T
+    keys where ``eps`` is None. In float32 at least, whatever autocast would pick, as the buffered
+    path keeps them: a bfloat16 logit is off by up to 1/256 of its size, an error the softmax
+    passes on to every weight."""
+    exact = torch.promote_types(y.dtype, torch.float32)
+    with torch.autocast(y.device.type, enabled=False):
+        key = y.to(exact) if eps is None else unit_rms(y.to(exact), eps)
+        return key @ queries.to(exact).T
 
 
 def site_logit(y: Tensor, query: Tensor, eps: float | None) -> Tensor:
@@ -73,8 +78,7 @@ def site_logit(y: Tensor, query: Tensor, eps: float | None) -> Tensor:
     (in float32 at least): the compiler fuses the key's norm and the dot into one pass over
     ``y``, where a product with a one-column matrix stays a call of its own, forward and
     backward."""
-    if y.dtype in (torch.bfloat16, torch.float16):
-        y = y.float()
+    y = y.to(torch.promote_types(y.dtype, torch.float32))
     dot = (y * query).sum(-1)
     return dot if eps is None else dot * torch.rsqrt(y.square().mean(-1) + eps)
 
