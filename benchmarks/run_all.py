@@ -1,6 +1,7 @@
 """Every CPU benchmark, one after another, each in its own process (so no run inherits another's
 threads, allocator or compiled kernels), then the tables into ``docs/benchmarks.md`` between its
-generated-section markers. What ``make bench`` runs; about 15 minutes on 2 cores.
+generated-section markers. What ``make bench`` runs; about 30 minutes on 2 cores with an empty
+compile cache.
 
     .venv/bin/python -m benchmarks.run_all [--quick] [--only a,b] [--no-docs]
 """

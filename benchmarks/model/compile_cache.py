@@ -86,7 +86,7 @@ def run(quick: bool) -> dict[str, Any]:
 def markdown(result: dict[str, Any]) -> str:
     m = result["cell"]["model"]
     lines = [
-        f"### compile cache\n\nThree compiled trials of {m['residual']} (d_model {m['d_model']}, "
+        f"Three compiled trials of {m['residual']} (d_model {m['d_model']}, "
         f"n_layers {m['n_layers']}), each a new process on one shared, at first empty, Inductor "
         f"cache, torch {result['machine']['torch']}:",
         "",

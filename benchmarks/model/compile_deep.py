@@ -1,16 +1,21 @@
-"""Issue 47's CPU goal: standard, Block and Full AttnRes at 32 layers, eager and compiled, timed
-in one interleaved run.
+"""Issue 47's CPU goal: standard, Block and Full AttnRes at 32 layers, eager and compiled.
 
     .venv/bin/python -m benchmarks.model.compile_deep [--quick] [--out DIR]
 
-Every model is built and compiled first (its loss checked against eager's as in
-``compile_speedup``), then each round times every (wiring, mode) once in a rotated order, so the
-ratios to standard compare steps taken moments apart, not runs minutes apart whose machine
-drifted between them. Each ratio is the median over rounds of that round's own ratio.
+Two phases, one per mode. Each builds every wiring's model (the compiled ones compile and check
+their losses against the eager ones', as ``compile_speedup`` does), then times them in rounds,
+every model once per round in a rotated order, so the ratios to standard compare steps taken
+moments apart, not runs minutes apart whose machine drifted between them; each ratio is the
+median over rounds of that round's own ratio. A phase's models are freed before the next phase
+builds its own: a trial's process holds one model, and eager models held beside the compiled ones
+slowed compiled Full AttnRes against compiled standard by about a tenth (docs/benchmarks.md).
+Last, each wiring's speed-up from compiling: a fresh eager model and the compiled one timed in
+turns, so that ratio too compares steps moments apart.
 """
 
 from __future__ import annotations
 
+import gc
 import statistics
 from collections.abc import Callable
 from typing import Any
@@ -49,34 +54,58 @@ GOALS = {"block_attnres": 1.10, "attnres": 1.25}
 MODES = ("eager", "compiled")
 
 
-def run(quick: bool = False) -> dict[str, Any]:
-    """Every wiring eager and compiled, the loss check (and compilation) first, then
-    interleaved rounds."""
-    s = QUICK if quick else SETTINGS
-    fields = {k: s[k] for k in ("n_layers", "d_model", "n_heads", "seq_len", "attnres_blocks")}
-    steps: dict[tuple[str, str], Callable[[], float]] = {}
-    rows: dict[str, dict[str, Any]] = {}
-    for residual in s["variants"]:
-        cfg = ModelConfig(residual=residual, **fields)
-        eager = make_step(cfg, s, compiled=False)
-        eager_losses = [eager() for _ in range(s["check_steps"])]
-        compiled, rows[residual] = compiled_check(cfg, s, eager_losses)
-        steps |= {(residual, "eager"): eager, (residual, "compiled"): compiled}
+def rotated(steps: dict[str, Callable[[], float]], s: dict[str, Any]) -> dict[str, list[float]]:
+    """Each step's time per round, every step once a round, the order rotated round by round."""
     order = list(steps)
-    times: dict[tuple[str, str], list[float]] = {key: [] for key in order}
+    times: dict[str, list[float]] = {key: [] for key in order}
     for i in range(s["rounds"]):
         shift = i % len(order)
         for key in order[shift:] + order[:shift]:
             times[key].append(time_steps(steps[key], s["steps"]))
+    return times
+
+
+def speedup(eager: Callable[[], float], compiled: Callable[[], float], s: dict[str, Any]) -> float:
+    """Eager over compiled, the median over rounds that time the two in turns (a fresh eager
+    model beside the compiled one: only this pair's ratio is read from these rounds)."""
+    for _ in range(s["check_steps"]):  # warm-up
+        eager()
+    times = rotated({"eager": eager, "compiled": compiled}, s)
+    return statistics.median(e / c for e, c in zip(times["eager"], times["compiled"], strict=True))
+
+
+def run(quick: bool = False) -> dict[str, Any]:
+    """The eager phase (whose first losses the compiled models are checked against), then the
+    compiled phase."""
+    s = QUICK if quick else SETTINGS
+    fields = {k: s[k] for k in ("n_layers", "d_model", "n_heads", "seq_len", "attnres_blocks")}
+    rows: dict[str, dict[str, Any]] = {r: {} for r in s["variants"]}
+    checks: dict[str, list[float]] = {}
+    times: dict[str, dict[str, list[float]]] = {}
+    for mode in MODES:
+        steps: dict[str, Callable[[], float]] = {}
+        for residual in s["variants"]:
+            cfg = ModelConfig(residual=residual, **fields)
+            if mode == "eager":
+                steps[residual] = make_step(cfg, s, compiled=False)
+                checks[residual] = [steps[residual]() for _ in range(s["check_steps"])]
+            else:
+                steps[residual], checked = compiled_check(cfg, s, checks[residual])
+                rows[residual] |= checked
+        times[mode] = rotated(steps, s)
+        if mode == "eager":
+            del steps  # the eager models go before the compiled ones are built
+            gc.collect()
+    for residual, compiled in steps.items():
+        cfg = ModelConfig(residual=residual, **fields)
+        rows[residual]["speedup"] = speedup(make_step(cfg, s, compiled=False), compiled, s)
     for residual, row in rows.items():
         for mode in MODES:
-            own, base = times[(residual, mode)], times[("standard", mode)]
+            own, base = times[mode][residual], times[mode]["standard"]
             row[f"{mode}_ms"] = 1000 * statistics.median(own)
             row[f"{mode}_vs_standard"] = statistics.median(
                 a / b for a, b in zip(own, base, strict=True)
             )
-        pairs = zip(times[(residual, "eager")], times[(residual, "compiled")], strict=True)
-        row["speedup"] = statistics.median(e / c for e, c in pairs)
     return {
         "name": NAME,
         "settings": s | {"variants": list(s["variants"]), "rel_tol": REL_TOL},
@@ -95,10 +124,12 @@ def verdict(ratio: float, goal: float | None) -> str:
 def markdown(result: dict[str, Any]) -> str:
     s, m = result["settings"], result["machine"]
     lines = [
-        f"Eager and compiled training steps in one interleaved run: n_layers={s['n_layers']} "
+        f"Eager, then compiled training steps, each mode's models timed in turns: "
+        f"n_layers={s['n_layers']} "
         f"d_model={s['d_model']} seq_len={s['seq_len']} batch {s['batch']} (Block AttnRes "
         f"N = {s['attnres_blocks']}), float32, {m['threads']} threads, torch {m['torch']}, "
-        f"median of {s['rounds']} rounds of each round's own ratio. Goals: compiled over "
+        f"each ratio the median of {s['rounds']} rounds' own ratios (the speed-up's from rounds "
+        "of each wiring's eager and compiled steps in turns). Goals: compiled over "
         "compiled standard "
         + ", ".join(f"`{k}` <= {v:.2f}x" for k, v in GOALS.items())
         + f"; compiled no slower than {1 / GOAL:.2f}x eager.",
