@@ -134,20 +134,27 @@ class Deadline:
 
 
 def interleaved(
-    steps: dict[str, Step], warmup: int, rounds: int, deadline: Deadline | None = None
+    steps: dict[str, Step],
+    warmup: int,
+    rounds: int,
+    deadline: Deadline | None = None,
+    rotate: bool = False,
 ) -> dict[str, list[float]]:
     """Seconds per step of each closure: ``warmup`` untimed calls each, then ``rounds`` rounds in
-    which every closure is timed once (one call), in turn, so machine noise hits all alike. Past
+    which every closure is timed once (one call), in turn, so machine noise hits all alike;
+    ``rotate`` starts round i at the i-th closure, so none always follows the same one. Past
     ``deadline`` no further round starts (the first always runs: a figure needs one)."""
     for step in steps.values():
         for _ in range(warmup):
             step()
-    times: dict[str, list[float]] = {k: [] for k in steps}
+    order = list(steps)
+    times: dict[str, list[float]] = {k: [] for k in order}
     for i in range(rounds):
         if i and deadline is not None and deadline.left() <= 0:
             break
-        for k, step in steps.items():
-            times[k].append(time_once(step, 1))
+        shift = i % len(order) if rotate else 0
+        for k in order[shift:] + order[:shift]:
+            times[k].append(time_once(steps[k], 1))
     return times
 
 

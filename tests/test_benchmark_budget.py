@@ -92,3 +92,15 @@ def test_memory_plans_gpu_table_skips_groups_past_its_budget_and_says_so(
         "skipped; n_layers=2, micro-batch 2 skipped; n_layers=1, micro-batch 1 ran 1 of 2 rounds."
     ) in text
     assert "| `attnres` | 1 | 1 | sublayer |" in text
+
+
+def test_rotated_rounds_start_one_closure_later_each_round() -> None:
+    """With ``rotate`` round i starts at the i-th closure (wrapping), so no closure always
+    follows the same one; without it every round keeps the dictionary's order."""
+    calls: list[str] = []
+    steps = {k: (lambda k=k: calls.append(k)) for k in "abc"}
+    interleaved(steps, warmup=0, rounds=4, rotate=True)  # type: ignore[arg-type]
+    assert "".join(calls) == "abc" + "bca" + "cab" + "abc"
+    calls.clear()
+    interleaved(steps, warmup=0, rounds=2)  # type: ignore[arg-type]
+    assert "".join(calls) == "abcabc"

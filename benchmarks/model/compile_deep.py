@@ -20,15 +20,8 @@ import statistics
 from collections.abc import Callable
 from typing import Any
 
-from benchmarks.common import cli, machine
-from benchmarks.model.compile_speedup import (
-    FULL,
-    GOAL,
-    REL_TOL,
-    compiled_check,
-    make_step,
-    time_steps,
-)
+from benchmarks.common import cli, interleaved, machine, ratio
+from benchmarks.model.compile_speedup import FULL, GOAL, REL_TOL, compiled_check, make_step
 from trainers.config import ModelConfig
 
 NAME = "compile_deep"
@@ -40,7 +33,7 @@ SETTINGS: dict[str, Any] = FULL | {
     "batch": 1,
     "check_steps": 3,
     "rounds": 7,
-    "steps": 1,
+    "steps": 1,  # one step per timing, as ``interleaved`` times
 }
 QUICK: dict[str, Any] = SETTINGS | {
     "n_layers": 2,
@@ -54,24 +47,13 @@ GOALS = {"block_attnres": 1.10, "attnres": 1.25}
 MODES = ("eager", "compiled")
 
 
-def rotated(steps: dict[str, Callable[[], float]], s: dict[str, Any]) -> dict[str, list[float]]:
-    """Each step's time per round, every step once a round, the order rotated round by round."""
-    order = list(steps)
-    times: dict[str, list[float]] = {key: [] for key in order}
-    for i in range(s["rounds"]):
-        shift = i % len(order)
-        for key in order[shift:] + order[:shift]:
-            times[key].append(time_steps(steps[key], s["steps"]))
-    return times
-
-
 def speedup(eager: Callable[[], float], compiled: Callable[[], float], s: dict[str, Any]) -> float:
     """Eager over compiled, the median over rounds that time the two in turns (a fresh eager
     model beside the compiled one: only this pair's ratio is read from these rounds)."""
-    for _ in range(s["check_steps"]):  # warm-up
-        eager()
-    times = rotated({"eager": eager, "compiled": compiled}, s)
-    return statistics.median(e / c for e, c in zip(times["eager"], times["compiled"], strict=True))
+    times = interleaved(
+        {"eager": eager, "compiled": compiled}, s["check_steps"], s["rounds"], rotate=True
+    )
+    return ratio(times["eager"], times["compiled"])
 
 
 def run(quick: bool = False) -> dict[str, Any]:
@@ -92,7 +74,7 @@ def run(quick: bool = False) -> dict[str, Any]:
             else:
                 steps[residual], checked = compiled_check(cfg, s, checks[residual])
                 rows[residual] |= checked
-        times[mode] = rotated(steps, s)
+        times[mode] = interleaved(steps, 0, s["rounds"], rotate=True)
         if mode == "eager":
             del steps  # the eager models go before the compiled ones are built
             gc.collect()
@@ -103,9 +85,7 @@ def run(quick: bool = False) -> dict[str, Any]:
         for mode in MODES:
             own, base = times[mode][residual], times[mode]["standard"]
             row[f"{mode}_ms"] = 1000 * statistics.median(own)
-            row[f"{mode}_vs_standard"] = statistics.median(
-                a / b for a, b in zip(own, base, strict=True)
-            )
+            row[f"{mode}_vs_standard"] = ratio(own, base)
     return {
         "name": NAME,
         "settings": s | {"variants": list(s["variants"]), "rel_tol": REL_TOL},
