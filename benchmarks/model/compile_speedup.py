@@ -34,6 +34,7 @@ from typing import Any
 import torch
 
 from benchmarks.common import cli, machine
+from benchmarks.variant_step_time import time_once
 from record.errors import first_line
 from trainers.config import ModelConfig
 from trainers.model.transformer import DeepTransformer
@@ -85,13 +86,6 @@ def make_step(cfg: ModelConfig, s: dict[str, Any], compiled: bool) -> Callable[[
     return step
 
 
-def time_steps(step: Callable[[], float], steps: int) -> float:
-    start = time.perf_counter()
-    for _ in range(steps):
-        step()
-    return (time.perf_counter() - start) / steps
-
-
 def losses_agree(eager: list[float], compiled: list[float]) -> dict[str, Any]:
     diffs = [abs(a - b) for a, b in zip(eager, compiled, strict=True)]
     rel = max(d / abs(a) for d, a in zip(diffs, eager, strict=True))
@@ -132,13 +126,13 @@ def measure(cfg: ModelConfig, s: dict[str, Any]) -> dict[str, Any]:
         pairs = []
         for i in range(s["rounds"]):
             if i % 2:  # alternate which goes first
-                c, e = time_steps(compiled, s["steps"]), time_steps(eager, s["steps"])
+                c, e = time_once(compiled, s["steps"]), time_once(eager, s["steps"])
             else:
-                e, c = time_steps(eager, s["steps"]), time_steps(compiled, s["steps"])
+                e, c = time_once(eager, s["steps"]), time_once(compiled, s["steps"])
             pairs.append((e, c))
     except Exception as err:  # report the failure for this variant, measure the others
         row["error"] = f"{type(err).__name__}: {first_line(err)}"
-        row["eager_ms"] = 1000 * time_steps(eager, s["rounds"] * s["steps"])
+        row["eager_ms"] = 1000 * time_once(eager, s["rounds"] * s["steps"])
         return row
     row["eager_ms"] = 1000 * statistics.median(e for e, _ in pairs)
     row["compiled_ms"] = 1000 * statistics.median(c for _, c in pairs)
