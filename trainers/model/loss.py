@@ -1,5 +1,5 @@
-"""The language-model loss, on torch alone (no Lightning): what the LightningModule trains on and what the coord
-check steps on, one definition for both."""
+"""The language-model loss, on torch alone (no Lightning): what the LightningModule trains on and
+what the coord check steps on, one definition for both."""
 
 from __future__ import annotations
 
