@@ -147,19 +147,25 @@ def merged_weights(stacked: Tensor, parts: Tensor) -> Tensor:
 
 @dataclass
 class StackedSources:
-    """The schedule in plain autograd. Values are stacked token-first, (B, T, n, d), so ``@``
-    batches cleanly; new values wait in a short list and join the stack at the next group start
-    (restacking all of them at every site would copy O(L^2) tensors)."""
+    """The schedule in plain autograd. A new source's logits are one product against the sites
+    that can still read it: sites mix in order, so none before the next one (its logits against
+    every site were twice the product). New sources wait in a short list; at a group start they
+    are stacked token-first, (B, T, k, d), into one chunk. Chunks are never joined: phase 1 adds
+    one product per chunk, where restacking every stored source at each group start would copy
+    them all again, forward and backward."""
 
     eps: float | None  # None: raw keys
     queries: Tensor  # (n_sites, d), gains folded in
     schedule: Schedule
     hidden: Tensor | None = None  # (capacity, n_sites): ``window_hidden``
     sigmoid: bool = False  # sigmoid gates instead of the softmax
-    values: Tensor | None = None  # (B, T, n, d)
-    logits: Tensor | None = None  # (B, T, n, n_sites): each stacked source against every site
+    chunks: list[Tensor] = field(default_factory=list)  # (B, T, k, d) each
+    # Each chunk's first site and its logits against that site and every later one,
+    # (B, T, k, n_sites - first).
+    chunk_logits: list[tuple[int, Tensor]] = field(default_factory=list)
     recent: list[Tensor] = field(default_factory=list)
-    recent_logits: list[Tensor] = field(default_factory=list)  # (B, T, n_sites) each
+    recent_logits: list[tuple[int, Tensor]] = field(default_factory=list)  # as chunk_logits
+    next_site: int = 0  # the first site a source appended now can be read by
     group: tuple[int, Tensor, Tensor, Tensor] | None = None  # start, weights, lse, out
 
     @property
@@ -167,32 +173,43 @@ class StackedSources:
         return "dwa" if self.sigmoid else "depth"  # as depth_mixing's gates name them
 
     def append(self, y: Tensor) -> None:
-        logits = source_logits(y, self.queries, self.eps)
-        if self.hidden is not None:
-            index = len(self.recent) + (0 if self.values is None else self.values.shape[-2])
-            logits = logits.masked_fill(self.hidden[index], float("-inf"))
+        at, index = self.next_site, self._stored() + len(self.recent)
+        logits = source_logits(y, self.queries[at:], self.eps)
         self.recent.append(y)
-        self.recent_logits.append(logits)
+        self.recent_logits.append((at, self._hide(logits, index, slice(at, None))))
 
     def sources(self) -> list[Tensor]:
-        stacked = [] if self.values is None else list(self.values.unbind(-2))
-        return stacked + self.recent
+        return [v for chunk in self.chunks for v in chunk.unbind(-2)] + self.recent
 
-    def _fold(self) -> None:
+    def _stored(self) -> int:
+        return sum(chunk.shape[-2] for chunk in self.chunks)
+
+    def _hide(self, logits: Tensor, sources: slice | int, sites: slice | int) -> Tensor:
+        if self.hidden is None:
+            return logits
+        return logits.masked_fill(self.hidden[sources, sites], float("-inf"))
+
+    def _fold(self, site: int) -> None:
         if not self.recent:
             return
-        v, lg = torch.stack(self.recent, dim=-2), torch.stack(self.recent_logits, dim=-2)
-        self.values = v if self.values is None else torch.cat((self.values, v), dim=-2)
-        self.logits = lg if self.logits is None else torch.cat((self.logits, lg), dim=-2)
+        logits = torch.stack([lg[..., site - at :] for at, lg in self.recent_logits], dim=-2)
+        self.chunks.append(torch.stack(self.recent, dim=-2))
+        self.chunk_logits.append((site, logits))
         self.recent, self.recent_logits = [], []
 
     def _phase1(self, site: int) -> tuple[Tensor, Tensor, Tensor]:
         if self.schedule.is_start(site) or self.group is None:
-            self._fold()
-            assert self.values is not None and self.logits is not None
-            lg = self.logits[..., site : self.schedule.end(site)].transpose(-1, -2)  # (B,T,G,n)
+            self._fold(site)
+            end = self.schedule.end(site)
+            lg = torch.cat([lg[..., site - at : end - at] for at, lg in self.chunk_logits], dim=-2)
+            lg = lg.transpose(-1, -2)  # (B, T, G, n)
             weights = torch.sigmoid(lg) if self.sigmoid else torch.softmax(lg, dim=-1)
-            self.group = (site, weights, lg.logsumexp(-1), weights @ self.values)
+            out, i = None, 0
+            for chunk in self.chunks:
+                part = weights[..., i : i + chunk.shape[-2]] @ chunk
+                out, i = part if out is None else out + part, i + chunk.shape[-2]
+            assert out is not None
+            self.group = (site, weights, lg.logsumexp(-1), out)
         start, weights, lse, out = self.group
         i = site - start
         return weights[..., i, :], lse[..., i], out[..., i, :]
@@ -201,8 +218,9 @@ class StackedSources:
         """Site ``site``'s input (B, T, d) and its weights over the sources in order;
         ``extra`` is one more source, last, that is not stored (Block AttnRes's partial sum)."""
         w1, lse1, out1 = self._phase1(site)
+        self.next_site = site + 1
         values = [out1, *self.recent]
-        logits = [lse1, *(lg[..., site] for lg in self.recent_logits)]
+        logits = [lse1, *(lg[..., site - at] for at, lg in self.recent_logits)]
         if extra is not None:
             values.append(extra)
             logits.append(site_logit(extra, self.queries[site], self.eps))
