@@ -9,7 +9,8 @@ No temperature. Values stay raw; only the keys are normalized.
 Three rewrites of the same function make it cheap. (1) ``RMSNorm_g(v) . w = (v / rms(v)) . (g *
 w)``: the gains fold into the queries, so a source's key ``v / rms(v)`` is computed once. (2) The
 queries do not depend on the input, so when a source is created its logits against *every* site are
-one matrix product, ``key @ Q^T``; a site then gathers scalars instead of multiplying stacked keys.
+one matrix product, ``key @ Q^T`` (the traced path: every site still to come); a site then gathers
+scalars instead of multiplying stacked keys.
 (3) The paper's two-phase schedule (Algorithm 1): the sites are cut into groups; at a group's first
 site, every site of the group is mixed over the sources present then in one batched product (phase
 1), and each site merges the few sources added since with an exact online-softmax merge (phase 2).
