@@ -13,7 +13,7 @@ import os
 import platform
 import statistics
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -57,7 +57,8 @@ def on_path(model: DeepTransformer, fused: bool | None) -> DeepTransformer:
     path, None as the dispatch rule decides (``trainers.residual.attnres.fused``). Other wirings
     have one path and are returned as they are."""
     if fused is not None and hasattr(model.stream, "fused"):
-        model.stream.fused = fused
+        stream: Any = model.stream  # nn.Module.__getattr__ types it Tensor | Module
+        stream.fused = fused
     return model
 
 
@@ -85,8 +86,9 @@ def model_step(
     AdamW at lr 1e-4 (its fused CUDA kernel where ``fused_adam``, as a trial's optimizer has
     it), ending in a synchronize so that ``time_once`` reads the clock after the work."""
     cuda = device.startswith("cuda")
-    fused = {"fused": True} if fused_adam and cuda else {}
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, **fused)
+    opt = torch.optim.AdamW(
+        model.parameters(), lr=1e-4, fused=True if fused_adam and cuda else None
+    )
     idx = torch.randint(0, model.cfg.vocab_size, (batch, model.cfg.seq_len), device=device)
     kind = torch.device(device).type
 
@@ -134,7 +136,7 @@ class Deadline:
 
 
 def interleaved(
-    steps: dict[str, Step],
+    steps: Mapping[str, Step],
     warmup: int,
     rounds: int,
     deadline: Deadline | None = None,

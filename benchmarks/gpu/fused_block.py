@@ -82,8 +82,8 @@ def _run(
     model: DeepTransformer, idx: torch.Tensor, fused: bool, bf16: bool, kernels: Any = None
 ) -> dict[str, torch.Tensor]:
     """Logits and every gradient of one step; ``kernels`` replaces the package's phases."""
-    model.stream.fused = fused  # type: ignore[union-attr]
-    model.stream.kernels = kernels  # type: ignore[union-attr]
+    stream: Any = model.stream
+    stream.fused, stream.kernels = fused, kernels
     model.zero_grad(set_to_none=True)
     with torch.autocast(idx.device.type, torch.bfloat16, enabled=bf16):
         logits = model(idx)
@@ -117,7 +117,8 @@ def _saved_in_mix(cfg: ModelConfig, batch: int, device: str) -> int:
 
     torch.manual_seed(0)
     model = DeepTransformer(cfg).to(device).train()
-    model.stream.fused = True  # type: ignore[union-attr]
+    stream: Any = model.stream
+    stream.fused = True
     saved: dict[int, int] = {}
     inside = [False]
 
@@ -359,7 +360,13 @@ def recorded(step: Any, losses: list[float]) -> Any:
 # the rule; forced onto the kernels under Triton's interpreter, ``forced_cell``, whose cost grows
 # with the kernels' programs: one sequence of 8 tokens per micro-batch).
 STUDY_DEVICE_BYTES = 80 * 2**30
-STUDY_QUICK = {"d_model": 32, "n_heads": 2, "n_layers": 2, "seq_len": 8, "vocab_size": 256}
+STUDY_QUICK: dict[str, Any] = {
+    "d_model": 32,
+    "n_heads": 2,
+    "n_layers": 2,
+    "seq_len": 8,
+    "vocab_size": 256,
+}
 
 
 def study_config(arm: str, quick: bool) -> Any:

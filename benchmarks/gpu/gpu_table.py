@@ -35,7 +35,7 @@ import torch
 
 from benchmarks.common import Deadline, config, free, model_step, on_path
 from benchmarks.variant_step_time import time_once
-from trainers.config import ModelConfig, RunConfig, TrainConfig
+from trainers.config import DepthPath, ModelConfig, RunConfig, TrainConfig
 from trainers.flops import flops_per_token
 from trainers.measure.memory_fit import GPU_HEADROOM
 from trainers.model.transformer import DeepTransformer
@@ -237,7 +237,7 @@ def run(
             row.note = f"not fused: {why}"
         else:
             row = _measured(row, cfg, device, timed, peak, standard)
-            path = "fused" if mode == "fused" else "torch"  # the plan counts the path measured
+            path: DepthPath = "fused" if mode == "fused" else "torch"  # the path measured
             train = TrainConfig(batch_size=row.micro_batch, depth_path=path)
             run_cfg = RunConfig(model=cfg, train=train)
             row.plan_bytes = float(memory_plan(run_cfg, gpu=device == "cuda").total)

@@ -100,8 +100,8 @@ def run(quick: bool = False) -> dict[str, Any]:
                 "measured_error": (measured - mean) / mean,
                 "flop_error": (flops - mean) / mean,
             }
-    took = time.perf_counter() - start
-    return {"name": NAME, "settings": s, **machine(), "cells": cells, "wall_s": took}
+    wall = time.perf_counter() - start
+    return {"name": NAME, "settings": s, **machine(), "cells": cells, "wall_s": wall}
 
 
 def markdown(result: dict[str, Any]) -> str:

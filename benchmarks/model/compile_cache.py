@@ -40,7 +40,11 @@ CELL = {
     },
     "data": {"source": "synthetic"},
 }
-TRIALS = (("first", {}), ("another seed", {"seed": 1}), ("another lr", {"lr": 1e-3}))
+TRIALS: tuple[tuple[str, dict[str, Any]], ...] = (
+    ("first", {}),
+    ("another seed", {"seed": 1}),
+    ("another lr", {"lr": 1e-3}),
+)
 
 # One trial in its own process: prints its wall time and its first step's, as JSON.
 TRIAL = """

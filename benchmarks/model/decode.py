@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import torch
@@ -136,11 +137,10 @@ def measure(s: dict[str, Any], device: str, deadline: Deadline | None = None) ->
             for batch in s["batches"]:
                 idx = torch.randint(0, cfg.vocab_size, (batch, prompt), generator=gen).to(device)
                 steps[f"{arm}|prefill|{batch}|{prompt}"] = _timed(
-                    device, lambda m=model, i=idx: m.prefill(i)
+                    device, partial(model.prefill, idx)
                 )
                 steps[f"{arm}|generate|{batch}|{prompt}"] = _timed(
-                    device,
-                    lambda m=model, i=idx: generate(m, i, s["tokens"], temperature=0),
+                    device, partial(generate, model, idx, s["tokens"], temperature=0)
                 )
     times = interleaved(steps, s["warmup"], s["rounds"], deadline)
     del steps

@@ -94,12 +94,21 @@ def settings(quick: bool, device: str = "cpu") -> dict[str, Any]:
     }
 
 
-def run_config(arm: str, depth: int, micro: int, dims: dict[str, Any], how: str) -> RunConfig:
+def run_config(
+    arm: str, depth: int, micro: int, dims: dict[str, Any], how: Checkpointing
+) -> RunConfig:
     model = config(arm, n_layers=depth, **dims)
     train = TrainConfig(
         batch_size=MICRO_STEPS * micro, micro_batch=micro, checkpointing=how, precision="32-true"
     )
     return RunConfig(model=model, train=train)
+
+
+def micro_batch(t: TrainConfig) -> int:
+    """The cell's micro-batch: this benchmark sets each cell's itself, a number, never 'auto'."""
+    if not isinstance(t.micro_batch, int) or t.micro_batch < 1:
+        raise ValueError(f"train.micro_batch: {t.micro_batch!r}; a measured step needs a number")
+    return t.micro_batch
 
 
 def training_step(cfg: RunConfig) -> tuple[Callable[[], None], int]:
@@ -110,7 +119,7 @@ def training_step(cfg: RunConfig) -> tuple[Callable[[], None], int]:
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     m, t = cfg.model, cfg.train
     gen = torch.Generator().manual_seed(0)
-    shape = (t.micro_batch, m.seq_len)
+    shape = (micro_batch(t), m.seq_len)
     batches = [(torch.randint(0, m.vocab_size, shape, generator=gen),) * 2 for _ in range(2)]
 
     def step() -> None:
@@ -160,7 +169,7 @@ def checkpoint_table(s: dict[str, Any], deadline: Deadline | None) -> dict[str, 
             break
         steps: dict[str, Callable[[], None]] = {}
         for arm in CHECKPOINT_ARMS:
-            for how in ("none", "sublayer"):
+            for how in CHECKPOINTING:
                 cfg = run_config(arm, depth, micro, s["dims"], how)
                 step, held = training_step(cfg)
                 key = f"{arm}|{depth}|{how}"
@@ -245,7 +254,7 @@ def device_step(cfg: RunConfig, device: str, fused: bool | None = None) -> Devic
 
     def step() -> torch.Tensor:
         with torch.autocast(kind, dtype=torch.bfloat16):
-            loss = accumulate_gradients(model, x, x, t.micro_batch)
+            loss = accumulate_gradients(model, x, x, micro_batch(t))
             torch.nn.utils.clip_grad_norm_(model.parameters(), t.grad_clip)
             opt.step()
         opt.zero_grad(set_to_none=True)
