@@ -312,3 +312,34 @@ def test_rows_past_the_budget_are_written_as_skipped(tmp_path: Path) -> None:
     assert len((tmp_path / "headline.jsonl").read_text().splitlines()) == len(rows)
     fused = gt._fused_reason(gt.shape_config("block_attnres", gt.QUICK_SHAPES["tiny"]), "cpu")
     assert "CUDA only" in fused
+
+
+def test_the_script_runs_from_any_folder_and_says_what_it_skipped(tmp_path: Path) -> None:
+    """The dry run of the script itself, started from another folder with a budget too small for
+    any stage: it finds the checkout and this interpreter, prints the plan of every stage, and
+    ends by naming each stage it skipped and why. A script that loses the checkout fails a lent
+    GPU's first command at its first import."""
+    import os
+    import subprocess
+    import sys
+
+    out = tmp_path / "out"
+    env = {
+        **os.environ,
+        "DEVICE": "cpu",
+        "BUDGET_S": "5",
+        "OUT": str(out),
+        "PYTHON": sys.executable,
+    }
+    env.pop("PYTHONPATH", None)
+    done = subprocess.run(
+        ["bash", str(SCRIPT)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    lines = done.stdout.splitlines()
+    assert "dry run on the CPU: tiny settings; a GPU run would cover:" in lines
+    assert all(line in lines for line in gpu_plan.plan())
+    skipped = [line for line in lines if line.startswith("  skipped: ")]
+    for name in (s.rsplit(".", 1)[-1] for s in _stages()):
+        assert any(line.startswith(f"  skipped: {name} (") for line in skipped), name
+    assert out.is_dir()

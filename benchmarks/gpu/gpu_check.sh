@@ -25,7 +25,7 @@
 # machine and a package index is reachable, it installs torch and Lightning into a throwaway
 # venv (.gpu-venv). The dry run never downloads a GPU build: without them it asks for make setup.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."  # the checkout: this script lives in benchmarks/gpu/
 OUT="${OUT:-benchmarks/results/gpu}"
 DEVICE="${DEVICE:-cuda}"
 BUDGET_S="${BUDGET_S:-330}"
