@@ -34,7 +34,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from benchmarks.common import Deadline, cli, md_table
+from benchmarks.common import Deadline, cli, md_table, on_path
 from trainers.config import ModelConfig
 from trainers.model.transformer import DeepTransformer
 
@@ -116,9 +116,7 @@ def _saved_in_mix(cfg: ModelConfig, batch: int, device: str) -> int:
     from trainers.residual.attnres import fused as fused_attnres
 
     torch.manual_seed(0)
-    model = DeepTransformer(cfg).to(device).train()
-    stream: Any = model.stream
-    stream.fused = True
+    model = on_path(DeepTransformer(cfg).to(device).train(), fused=True)
     saved: dict[int, int] = {}
     inside = [False]
 

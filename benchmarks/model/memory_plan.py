@@ -53,7 +53,7 @@ from benchmarks.common import (
     sync,
     trimmed_caption,
 )
-from trainers.config import Checkpointing, RunConfig, TrainConfig
+from trainers.config import Checkpointing, RunConfig, TrainConfig, micro_batch_of
 from trainers.flops import flops_per_token
 from trainers.measure.device_cost import device_peak
 from trainers.measure.memory_plan import gib, memory_plan
@@ -104,13 +104,6 @@ def run_config(
     return RunConfig(model=model, train=train)
 
 
-def micro_batch(t: TrainConfig) -> int:
-    """The cell's micro-batch: this benchmark sets each cell's itself, a number, never 'auto'."""
-    if not isinstance(t.micro_batch, int) or t.micro_batch < 1:
-        raise ValueError(f"train.micro_batch: {t.micro_batch!r}; a measured step needs a number")
-    return t.micro_batch
-
-
 def training_step(cfg: RunConfig) -> tuple[Callable[[], None], int]:
     """One optimizer step over ``MICRO_STEPS`` micro-batches, as the module takes it, after a
     warm-up step; and the bytes its parameters and AdamW's states hold before it."""
@@ -119,7 +112,7 @@ def training_step(cfg: RunConfig) -> tuple[Callable[[], None], int]:
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     m, t = cfg.model, cfg.train
     gen = torch.Generator().manual_seed(0)
-    shape = (micro_batch(t), m.seq_len)
+    shape = (micro_batch_of(t), m.seq_len)
     batches = [(torch.randint(0, m.vocab_size, shape, generator=gen),) * 2 for _ in range(2)]
 
     def step() -> None:
@@ -254,7 +247,7 @@ def device_step(cfg: RunConfig, device: str, fused: bool | None = None) -> Devic
 
     def step() -> torch.Tensor:
         with torch.autocast(kind, dtype=torch.bfloat16):
-            loss = accumulate_gradients(model, x, x, micro_batch(t))
+            loss = accumulate_gradients(model, x, x, micro_batch_of(t))
             torch.nn.utils.clip_grad_norm_(model.parameters(), t.grad_clip)
             opt.step()
         opt.zero_grad(set_to_none=True)
